@@ -1,0 +1,138 @@
+"""Elmo: the high-level layer. Strings, padded tokens or char ids in; ELMo representations out."""
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import keras
+from keras import ops
+
+from elmo_keras.layers.bilm import BiLM
+from elmo_keras.layers.scalar_mix import ScalarMix
+from elmo_keras.options import load_options
+from elmo_keras.text import strings_to_char_ids
+from elmo_keras.weights import read_weights_hdf5
+
+_OUTPUTS = ("dict", "elmo")
+
+
+@keras.saving.register_keras_serializable(package="elmo_keras")
+class Elmo(keras.layers.Layer):
+    """BiLM + ``num_output_representations`` ScalarMixes + dropout.
+
+    Inputs (any of):
+      * sentences, string [B]: split on ASCII whitespace in the graph;
+      * padded tokens, string [B, T] ("" = padding, after the real tokens);
+      * char ids, int [B, T, max_characters_per_token] (from :func:`elmo_keras.batch_to_ids`).
+
+    Output with ``output="dict"`` (default)::
+
+        {"elmo_representations": [float [B, T, 2P]] * num_output_representations,
+         "mask": bool [B, T], "layers": [float [B, T, 2P]] * (n_layers + 1)}
+
+    With ``output="elmo"``: the single representation [B, T, 2P], carrying its Keras mask, so that
+    ``Bidirectional(GRU)`` stacked on top ignores padding.
+
+    Args:
+      options: the options dict (see :mod:`elmo_keras.options`).
+      num_output_representations: how many independent ScalarMixes (e.g. one per task layer).
+      dropout: dropout on each representation (training only).
+      bilm_trainable: fine-tune the biLM (frozen by default; the mixes always train unless fixed).
+      mix_weights: fixed mixing weights used as given instead of trainable softmax weights.
+      do_layer_norm, weight_dropout, l2_coef: passed to every :class:`ScalarMix`.
+      stateful, max_batch_size: passed to the :class:`BiLM`.
+    """
+
+    def __init__(self, options: dict, num_output_representations: int = 1, dropout: float = 0.5,
+                 output: str = "dict", bilm_trainable: bool = False, mix_weights: Sequence[float] | None = None,
+                 do_layer_norm: bool = False, weight_dropout: float = 0.0, l2_coef: float = 0.0,
+                 stateful: bool = False, max_batch_size: int = 128, **kwargs):
+        super().__init__(**kwargs)
+        if output not in _OUTPUTS:
+            raise ValueError(f"output must be one of {_OUTPUTS}, got {output!r}")
+        if output == "elmo" and num_output_representations != 1:
+            raise ValueError("output='elmo' returns one representation: use num_output_representations=1")
+        if num_output_representations < 1:
+            raise ValueError(f"num_output_representations must be >= 1, got {num_output_representations}")
+        self.bilm = BiLM(options, stateful=stateful, max_batch_size=max_batch_size, trainable=bilm_trainable,
+                         name="bilm")
+        self.options = self.bilm.options
+        self.num_output_representations = num_output_representations
+        self.dropout_rate = dropout
+        self.output_mode = output
+        self.bilm_trainable = bilm_trainable
+        self.mix_weights = None if mix_weights is None else [float(w) for w in mix_weights]
+        self.do_layer_norm = do_layer_norm
+        self.weight_dropout = weight_dropout
+        self.l2_coef = l2_coef
+        n_layers = self.bilm.n_layers + 1
+        self.mixes = [ScalarMix(n_layers, fixed_weights=self.mix_weights, do_layer_norm=do_layer_norm,
+                                weight_dropout=weight_dropout, l2_coef=l2_coef, name=f"scalar_mix_{i}")
+                      for i in range(num_output_representations)]
+        self.dropout = keras.layers.Dropout(dropout)
+
+    @classmethod
+    def from_pretrained(cls, options_file: dict | str | os.PathLike, weight_file: str | os.PathLike,
+                        **kwargs) -> "Elmo":
+        """Build from an options.json (path or dict) and a released-layout hdf5 weight file."""
+        options = load_options(options_file)
+        arrays = read_weights_hdf5(weight_file, options)
+        elmo = cls(options, **kwargs)
+        elmo.build()
+        elmo.bilm.set_weight_arrays(arrays)
+        return elmo
+
+    @property
+    def output_dim(self) -> int:
+        return self.bilm.output_dim
+
+    def build(self, input_shape=None):
+        self.bilm.build(None)
+        layer_shape = (None, None, self.output_dim)
+        for mix in self.mixes:
+            mix.build([layer_shape] * (self.bilm.n_layers + 1))
+        self.built = True
+
+    def char_ids(self, inputs):
+        """Any accepted input -> char ids int32 [B, T, max_characters_per_token]."""
+        if inputs.dtype in ("string", "tf.string") or getattr(inputs.dtype, "name", None) == "string":
+            return strings_to_char_ids(inputs, self.bilm.max_characters_per_token)
+        if len(inputs.shape) != 3:
+            raise ValueError(f"char id input must be [batch, max_len, {self.bilm.max_characters_per_token}], "
+                             f"got shape {inputs.shape}")
+        return ops.cast(inputs, "int32")
+
+    def call(self, inputs, training=False):
+        out = self.bilm(self.char_ids(inputs))
+        layers, mask = out["layers"], out["mask"]
+        reps = [self.dropout(mix(layers, mask=mask, training=training), training=training) for mix in self.mixes]
+        if self.output_mode == "elmo":
+            reps[0]._keras_mask = mask  # the Keras mask, read by the layers stacked on top
+            return reps[0]
+        return {"elmo_representations": reps, "mask": mask, "layers": layers}
+
+    def compute_mask(self, inputs, mask=None):
+        # The mask of output="elmo" is attached to the output tensor in call(); the dict output has "mask".
+        return None
+
+    @staticmethod
+    def _steps(shape):
+        return shape[1] if len(shape) >= 2 else None
+
+    def compute_output_spec(self, inputs, training=False):
+        shape = (inputs.shape[0], self._steps(inputs.shape), self.output_dim)
+        rep = keras.KerasTensor(shape, dtype=self.compute_dtype)
+        if self.output_mode == "elmo":
+            return rep
+        return {"elmo_representations": [keras.KerasTensor(shape, dtype=self.compute_dtype)
+                                         for _ in range(self.num_output_representations)],
+                "mask": keras.KerasTensor(shape[:2], dtype="bool"),
+                "layers": [keras.KerasTensor(shape, dtype=self.compute_dtype)
+                           for _ in range(self.bilm.n_layers + 1)]}
+
+    def get_config(self):
+        return {**super().get_config(), "options": self.options,
+                "num_output_representations": self.num_output_representations, "dropout": self.dropout_rate,
+                "output": self.output_mode, "bilm_trainable": self.bilm_trainable, "mix_weights": self.mix_weights,
+                "do_layer_norm": self.do_layer_norm, "weight_dropout": self.weight_dropout,
+                "l2_coef": self.l2_coef, "stateful": self.bilm.stateful, "max_batch_size": self.bilm.max_batch_size}

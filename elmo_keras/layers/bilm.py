@@ -1,0 +1,194 @@
+"""BiLM: char CNN + forward/backward projected LSTM stacks -> all layer outputs and the token mask."""
+from __future__ import annotations
+
+import os
+
+import keras
+import numpy as np
+import tensorflow as tf
+from keras import ops
+
+from elmo_keras.layers.char_cnn import CharCNN
+from elmo_keras.layers.lstm import ProjectedBiLSTM
+from elmo_keras.options import load_options, normalize_options
+from elmo_keras.text import boundary_char_ids
+from elmo_keras.weights import read_weights_hdf5
+
+
+@keras.saving.register_keras_serializable(package="elmo_keras")
+class BiLM(keras.layers.Layer):
+    """The ELMo bidirectional language model (without softmax).
+
+    Input: char ids int32 [B, T, max_characters_per_token], padding tokens all zero, no ``<S>``/``</S>``
+    (added here, run through the LSTMs, and stripped from the outputs).
+    Output: ``{"layers": [n_layers + 1 tensors float [B, T, 2P]], "mask": bool [B, T]}``; layer 0 is the
+    token embedding twice, layer k the [forward_k ; backward_k] LSTM outputs; masked positions are zero.
+
+    ``stateful=True`` reproduces bilm-tf/AllenNLP: row i starts from the state row i reached in the previous
+    call (up to ``max_batch_size`` rows); ``reset_states()`` returns to zeros. The default is stateless.
+    """
+
+    def __init__(self, options: dict, stateful: bool = False, max_batch_size: int = 128, **kwargs):
+        super().__init__(**kwargs)
+        self.options = normalize_options(options)
+        self.stateful = stateful
+        self.max_batch_size = max_batch_size
+        cnn, lstm = self.options["char_cnn"], self.options["lstm"]
+        self.projection_dim = lstm["projection_dim"]
+        self.n_layers = lstm["n_layers"]
+        self.max_characters_per_token = cnn["max_characters_per_token"]
+        self.char_cnn = CharCNN(cnn["filters"], char_embed_dim=cnn["embedding"]["dim"],
+                                n_characters=cnn["n_characters"], activation=cnn["activation"],
+                                n_highway=cnn["n_highway"], projection_dim=self.projection_dim,
+                                max_characters_per_token=self.max_characters_per_token, name="char_cnn")
+        self.lstm = ProjectedBiLSTM(self.n_layers, lstm["dim"], self.projection_dim, cell_clip=lstm["cell_clip"],
+                                    proj_clip=lstm["proj_clip"], use_skip_connections=lstm["use_skip_connections"],
+                                    name="lstm")
+
+    # -- construction ------------------------------------------------------------------------------------
+    @classmethod
+    def from_pretrained(cls, options_file: dict | str | os.PathLike, weight_file: str | os.PathLike,
+                        trainable: bool = False, **kwargs) -> "BiLM":
+        """Build from an options.json (path or dict) and a released-layout hdf5 weight file (frozen by default)."""
+        options = load_options(options_file)
+        arrays = read_weights_hdf5(weight_file, options)
+        bilm = cls(options, trainable=trainable, **kwargs)
+        bilm.build()
+        bilm.set_weight_arrays(arrays)
+        return bilm
+
+    def build(self, input_shape=None):
+        self.char_cnn.build(None)
+        self.lstm.build(None)
+        if self.stateful:
+            d, p, b = self.options["lstm"]["dim"], self.projection_dim, self.max_batch_size
+            self.state_vars = [(self.add_weight(name=f"state_c_{k}", shape=(2, b, d), initializer="zeros",
+                                                trainable=False),
+                                self.add_weight(name=f"state_h_{k}", shape=(2, b, p), initializer="zeros",
+                                                trainable=False))
+                               for k in range(self.n_layers)]
+        # Freeze (or not) the variables just created. `self.trainable = self.trainable` would be skipped by
+        # the TF backend's attribute tracking (it short-circuits same-value assignments), so call the setter.
+        keras.layers.Layer.trainable.fset(self, self.trainable)
+        self.built = True
+
+    # -- weights in the released layout ------------------------------------------------------------------
+    def _weight_map(self):
+        """hdf5 dataset name -> (variable, index into its leading axis or None, reshape for the file)."""
+        cnn, lstm = self.char_cnn, self.lstm
+        entries = {"char_embed": (cnn.char_embed, None)}
+        for i, (kernel, bias) in enumerate(zip(cnn.conv_kernels, cnn.conv_biases)):
+            entries[f"CNN/W_cnn_{i}"] = (kernel, None)
+            entries[f"CNN/b_cnn_{i}"] = (bias, None)
+        hw = cnn.highway
+        for k in range(hw.num_layers):
+            entries[f"CNN_high_{k}/W_carry"] = (hw.carry_kernels[k], None)
+            entries[f"CNN_high_{k}/b_carry"] = (hw.carry_biases[k], None)
+            entries[f"CNN_high_{k}/W_transform"] = (hw.transform_kernels[k], None)
+            entries[f"CNN_high_{k}/b_transform"] = (hw.transform_biases[k], None)
+        if cnn.use_projection:
+            entries["CNN_proj/W_proj"] = (cnn.proj_kernel, None)
+            entries["CNN_proj/b_proj"] = (cnn.proj_bias, None)
+        for direction, rnn in enumerate(("RNN_0", "RNN_1")):
+            for k in range(self.n_layers):
+                prefix = f"{rnn}/RNN/MultiRNNCell/Cell{k}/LSTMCell"
+                entries[f"{prefix}/W_0"] = (lstm.kernels[k], direction)
+                entries[f"{prefix}/B"] = (lstm.biases[k], direction)
+                entries[f"{prefix}/W_P_0"] = (lstm.projections[k], direction)
+        return entries
+
+    def get_weight_arrays(self) -> dict[str, np.ndarray]:
+        """All weights as {hdf5 dataset name: float32 array in the released shape}."""
+        out = {}
+        for name, (var, index) in self._weight_map().items():
+            value = ops.convert_to_numpy(var).astype(np.float32)
+            value = value if index is None else value[index]
+            out[name] = value[None] if name.startswith("CNN/W_cnn_") else value
+        return out
+
+    def set_weight_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        """Assign weights from {hdf5 dataset name: array} (shapes as in the released files)."""
+        pending = {}
+        for name, (var, index) in self._weight_map().items():
+            if name not in arrays:
+                raise KeyError(f"no array for weight '{name}'")
+            value = np.asarray(arrays[name], dtype=np.float32)
+            value = value[0] if name.startswith("CNN/W_cnn_") else value
+            if index is None:
+                expected = tuple(var.shape)
+            else:
+                expected = tuple(var.shape[1:])
+            if value.shape != expected:
+                raise ValueError(f"weight '{name}' has shape {value.shape}, expected {expected}")
+            if index is None:
+                var.assign(value)
+            else:
+                pending.setdefault(id(var), [var, ops.convert_to_numpy(var).copy()])[1][index] = value
+        for var, value in pending.values():
+            var.assign(value)
+
+    # -- computation -------------------------------------------------------------------------------------
+    def reset_states(self) -> None:
+        """Stateful mode: forget the carried LSTM states (back to zeros)."""
+        if not self.stateful:
+            return
+        for c, h in self.state_vars:
+            c.assign(ops.zeros(c.shape, c.dtype))
+            h.assign(ops.zeros(h.shape, h.dtype))
+
+    def _boundary_embeddings(self):
+        ids = ops.convert_to_tensor(boundary_char_ids(self.max_characters_per_token))
+        emb = self.char_cnn(ids)  # [2, P]
+        return emb[0], emb[1]
+
+    def call(self, char_ids):
+        char_ids = ops.cast(char_ids, "int32")
+        mask = ops.any(char_ids > 0, axis=-1)  # [B, T]
+        lengths = ops.sum(ops.cast(mask, "int32"), axis=1)
+        batch, steps = ops.shape(char_ids)[0], ops.shape(char_ids)[1]
+        tf.debugging.assert_equal(
+            mask, tf.sequence_mask(lengths, steps),
+            message="elmo_keras: padding tokens (all-zero char ids) must come after the real tokens of each row")
+        fmask = ops.cast(mask, self.compute_dtype)[..., None]
+        tokens = self.char_cnn(char_ids) * fmask  # [B, T, P]
+
+        # Add <S> at position 0 and </S> right after each row's last token.
+        bos, eos = self._boundary_embeddings()
+        p = self.projection_dim
+        with_bounds = ops.concatenate([ops.broadcast_to(bos, (batch, 1, p)), tokens,
+                                       ops.zeros((batch, 1, p), tokens.dtype)], axis=1)
+        positions = ops.arange(steps + 2)[None, :]
+        is_eos = (positions == (lengths + 1)[:, None])[..., None]
+        with_bounds = ops.where(is_eos, ops.broadcast_to(eos, ops.shape(with_bounds)), with_bounds)
+        bounds_mask = positions < (lengths + 2)[:, None]
+
+        initial_state = None
+        if self.stateful:
+            tf.debugging.assert_less_equal(
+                batch, self.max_batch_size,
+                message=f"elmo_keras: stateful BiLM got more rows than max_batch_size={self.max_batch_size}")
+            initial_state = [(c[:, :batch], h[:, :batch]) for c, h in self.state_vars]
+        lstm_outputs, final_state = self.lstm(with_bounds, bounds_mask, initial_state=initial_state)
+        if self.stateful:
+            for (c_var, h_var), (c, h) in zip(self.state_vars, final_state):
+                c_var.assign(ops.concatenate([ops.cast(c, c_var.dtype), c_var[:, batch:]], axis=1))
+                h_var.assign(ops.concatenate([ops.cast(h, h_var.dtype), h_var[:, batch:]], axis=1))
+
+        layers = [ops.concatenate([tokens, tokens], axis=-1)]
+        layers += [out[:, 1:-1] * fmask for out in lstm_outputs]
+        return {"layers": layers, "mask": mask}
+
+    def compute_output_spec(self, char_ids):
+        batch, steps = char_ids.shape[0], char_ids.shape[1]
+        dim = 2 * self.projection_dim
+        return {"layers": [keras.KerasTensor((batch, steps, dim), dtype=self.compute_dtype)
+                           for _ in range(self.n_layers + 1)],
+                "mask": keras.KerasTensor((batch, steps), dtype="bool")}
+
+    @property
+    def output_dim(self) -> int:
+        return 2 * self.projection_dim
+
+    def get_config(self):
+        return {**super().get_config(), "options": self.options, "stateful": self.stateful,
+                "max_batch_size": self.max_batch_size}

@@ -1,0 +1,41 @@
+"""Highway layers as in bilm-tf: y = g * relu(x W_t + b_t) + (1 - g) * x, g = sigmoid(x W_c + b_c)."""
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="elmo_keras")
+class Highway(keras.layers.Layer):
+    """``num_layers`` highway layers over the last axis: [..., dim] -> [..., dim]."""
+
+    def __init__(self, num_layers: int = 1, **kwargs):
+        super().__init__(**kwargs)
+        if num_layers < 0:
+            raise ValueError(f"num_layers must be >= 0, got {num_layers}")
+        self.num_layers = num_layers
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        dim = input_shape[-1]
+        if dim is None:
+            raise ValueError("Highway needs a known last dimension")
+        self.carry_kernels, self.carry_biases, self.transform_kernels, self.transform_biases = [], [], [], []
+        for k in range(self.num_layers):
+            for part, kernels, biases in (("carry", self.carry_kernels, self.carry_biases),
+                                          ("transform", self.transform_kernels, self.transform_biases)):
+                kernels.append(self.add_weight(name=f"W_{part}_{k}", shape=(dim, dim), initializer="glorot_uniform"))
+                biases.append(self.add_weight(name=f"b_{part}_{k}", shape=(dim,), initializer="zeros"))
+
+    def call(self, x):
+        for w_c, b_c, w_t, b_t in zip(self.carry_kernels, self.carry_biases,
+                                      self.transform_kernels, self.transform_biases):
+            gate = ops.sigmoid(ops.matmul(x, w_c) + b_c)
+            x = gate * ops.relu(ops.matmul(x, w_t) + b_t) + (1.0 - gate) * x
+        return x
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        return {**super().get_config(), "num_layers": self.num_layers}

@@ -1,0 +1,102 @@
+"""The bilm-tf / AllenNLP ``options.json`` dict: validation, defaults and the released sizes."""
+from __future__ import annotations
+
+import copy
+import json
+import os
+from typing import Any
+
+_ACTIVATIONS = ("relu", "tanh")
+
+
+def _require(section: dict, key: str, where: str) -> Any:
+    if key not in section:
+        raise ValueError(f"options: missing '{where}.{key}'")
+    return section[key]
+
+
+def _positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"options: '{name}' must be a positive integer, got {value!r}")
+    return value
+
+
+def normalize_options(options: dict) -> dict:
+    """Check an options dict and return a complete copy (defaults filled in, clips may be None).
+
+    Raises ValueError naming the option that is missing or invalid.
+    """
+    if not isinstance(options, dict):
+        raise TypeError(f"options must be a dict (the parsed options.json), got {type(options).__name__}")
+    opts = copy.deepcopy(options)
+    cnn = _require(opts, "char_cnn", "options")
+    lstm = _require(opts, "lstm", "options")
+    filters = _require(cnn, "filters", "char_cnn")
+    if not filters or not all(isinstance(f, (list, tuple)) and len(f) == 2 for f in filters):
+        raise ValueError(f"options: 'char_cnn.filters' must be a list of [width, n_filters] pairs, got {filters!r}")
+    cnn["filters"] = [[_positive_int(w, "char_cnn.filters width"), _positive_int(n, "char_cnn.filters count")]
+                      for w, n in filters]
+    emb = _require(cnn, "embedding", "char_cnn")
+    _positive_int(_require(emb, "dim", "char_cnn.embedding"), "char_cnn.embedding.dim")
+    cnn.setdefault("n_highway", 0)
+    if isinstance(cnn["n_highway"], bool) or not isinstance(cnn["n_highway"], int) or cnn["n_highway"] < 0:
+        raise ValueError(f"options: 'char_cnn.n_highway' must be an integer >= 0, got {cnn['n_highway']!r}")
+    cnn.setdefault("activation", "relu")
+    if cnn["activation"] not in _ACTIVATIONS:
+        raise ValueError(f"options: 'char_cnn.activation' must be one of {_ACTIVATIONS}, got {cnn['activation']!r}")
+    cnn.setdefault("n_characters", 262)
+    if cnn["n_characters"] not in (261, 262):
+        raise ValueError(
+            f"options: 'char_cnn.n_characters' must be 262 (or 261 as written by bilm-tf training), "
+            f"got {cnn['n_characters']!r}"
+        )
+    cnn["n_characters"] = 262  # ids are shifted by +1 at inference; row 0 is the padding row
+    cnn.setdefault("max_characters_per_token", 50)
+    max_chars = _positive_int(cnn["max_characters_per_token"], "char_cnn.max_characters_per_token")
+    widest = max(w for w, _ in cnn["filters"])
+    if widest > max_chars:
+        raise ValueError(f"options: a filter of width {widest} is wider than max_characters_per_token={max_chars}")
+    for key in ("dim", "projection_dim", "n_layers"):
+        _positive_int(_require(lstm, key, "lstm"), f"lstm.{key}")
+    lstm.setdefault("cell_clip", None)
+    lstm.setdefault("proj_clip", None)
+    lstm.setdefault("use_skip_connections", False)
+    return opts
+
+
+def load_options(options: dict | str | os.PathLike) -> dict:
+    """An options dict, or the path of an options.json file -> normalised options dict."""
+    if isinstance(options, (str, os.PathLike)):
+        if not os.path.exists(options):
+            raise FileNotFoundError(f"options file not found: {os.fspath(options)!r}")
+        with open(options, encoding="utf-8") as f:
+            try:
+                options = json.load(f)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"options file {os.fspath(options)!r} is not valid JSON: {err}") from None
+    return normalize_options(options)
+
+
+def n_filters(options: dict) -> int:
+    """Width of the char-CNN output (sum of filter counts)."""
+    return sum(n for _, n in options["char_cnn"]["filters"])
+
+
+def _released(dim: int, proj: int, n_highway: int) -> dict:
+    return {
+        "lstm": {"use_skip_connections": True, "projection_dim": proj, "cell_clip": 3, "proj_clip": 3,
+                 "dim": dim, "n_layers": 2},
+        "char_cnn": {"activation": "relu",
+                     "filters": [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]],
+                     "n_highway": n_highway, "embedding": {"dim": 16}, "n_characters": 262,
+                     "max_characters_per_token": 50},
+    }
+
+
+#: Architectures of the released ELMo models (the weights are not bundled: load them with from_pretrained).
+RELEASED_OPTIONS: dict[str, dict] = {
+    "small": _released(1024, 128, 1),
+    "medium": _released(2048, 256, 1),
+    "original": _released(4096, 512, 2),
+    "original_5.5B": _released(4096, 512, 2),
+}

@@ -1,0 +1,151 @@
+"""Tokens to character ids, the ELMo way.
+
+Two implementations that give identical ids for any Unicode input:
+
+* :func:`batch_to_ids` (NumPy), for lists of token lists in Python;
+* :func:`tokens_to_char_ids` / :func:`sentences_to_char_ids` (core ``tf.strings`` ops only),
+  used inside models so that a SavedModel can take raw strings.
+
+A token becomes ``max_characters_per_token`` (50) slots ``[BOW, up to 48 UTF-8 bytes, EOW, PAD...]``;
+every id is shifted by +1 so that 0 means "no token" (padding). Sentences are split on ASCII
+whitespace (space, \\t, \\n, \\v, \\f, \\r) in both paths, as ``tf.strings.split`` does.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+BOS_CHAR = 256  # begin sentence
+EOS_CHAR = 257  # end sentence
+BOW_CHAR = 258  # begin word
+EOW_CHAR = 259  # end word
+PAD_CHAR = 260  # padding inside a token
+MAX_CHARACTERS_PER_TOKEN = 50
+
+_WHITESPACE = re.compile(r"[ \t\n\v\f\r]+")
+
+
+def tokenize(sentence: str) -> list[str]:
+    """Split ``sentence`` on runs of ASCII whitespace, exactly as the in-graph path does."""
+    if not isinstance(sentence, str):
+        raise TypeError(f"tokenize() takes a str, got {type(sentence).__name__}")
+    return [t for t in _WHITESPACE.split(sentence) if t]
+
+
+def _token_bytes(token: object, where: str) -> bytes:
+    if isinstance(token, bytes):
+        try:
+            token.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ValueError(f"token {where} is not valid UTF-8 ({err}); decode your text to str first") from None
+        data = token
+    elif isinstance(token, str):
+        try:
+            data = token.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise ValueError(f"token {where} cannot be encoded as UTF-8 ({err}); remove lone surrogates") from None
+    else:
+        raise TypeError(f"token {where} is a {type(token).__name__}; tokens must be str")
+    if not data:
+        raise ValueError(
+            f"token {where} is the empty string; tokens must be non-empty ('' means padding in string tensors)"
+        )
+    return data
+
+
+def _char_ids_for_bytes(data: bytes, max_chars: int) -> np.ndarray:
+    code = np.full(max_chars, PAD_CHAR, dtype=np.int32)
+    body = np.frombuffer(data[: max_chars - 2], dtype=np.uint8)
+    code[0] = BOW_CHAR
+    code[1 : 1 + len(body)] = body
+    code[1 + len(body)] = EOW_CHAR
+    return code + 1
+
+
+def boundary_char_ids(max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN) -> np.ndarray:
+    """Shifted char ids of ``<S>`` and ``</S>``: int32 [2, max_characters_per_token]."""
+    ids = np.full((2, max_characters_per_token), PAD_CHAR, dtype=np.int32)
+    ids[:, 0] = BOW_CHAR
+    ids[:, 1] = [BOS_CHAR, EOS_CHAR]
+    ids[:, 2] = EOW_CHAR
+    return ids + 1
+
+
+def batch_to_ids(
+    batch: Sequence[Sequence[str]], max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN
+) -> np.ndarray:
+    """Token lists -> char ids, int32 [batch, max_len, max_characters_per_token].
+
+    No ``<S>``/``</S>``: the model adds them. Rows past a sentence's end are all zeros.
+    """
+    if isinstance(batch, (str, bytes)):
+        raise TypeError("batch_to_ids() takes a list of token lists, e.g. [['Hello', 'world']]; got a string")
+    if max_characters_per_token < 3:
+        raise ValueError(f"max_characters_per_token must be >= 3, got {max_characters_per_token}")
+    sentences = list(batch)
+    for i, sentence in enumerate(sentences):
+        if isinstance(sentence, (str, bytes)):
+            raise TypeError(
+                f"sentence {i} is a string; pass token lists (use elmo_keras.tokenize(text) to split on whitespace)"
+            )
+    max_len = max((len(s) for s in sentences), default=0)
+    ids = np.zeros((len(sentences), max_len, max_characters_per_token), dtype=np.int32)
+    for i, sentence in enumerate(sentences):
+        for j, token in enumerate(sentence):
+            ids[i, j] = _char_ids_for_bytes(_token_bytes(token, f"{j} of sentence {i}"), max_characters_per_token)
+    return ids
+
+
+# ----------------------------------------------------------------------------------------------------------
+# In-graph path (TensorFlow). Core tf.strings / tf.io ops only, so it runs in a stock TF Serving binary.
+
+
+def tokens_to_char_ids(tokens, max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN):
+    """String tensor of tokens, any shape [...] ("" = padding) -> int32 [..., max_characters_per_token]."""
+    import tensorflow as tf
+
+    tokens = tf.convert_to_tensor(tokens, dtype=tf.string)
+    tf.debugging.assert_equal(
+        tf.strings.unicode_transcode(tokens, "UTF-8", "UTF-8", errors="ignore"),
+        tokens,
+        message="elmo_keras: input text is not valid UTF-8; decode/clean it before calling the model",
+    )
+    n_bytes = max_characters_per_token - 2
+    raw = tf.cast(tf.io.decode_raw(tokens, tf.uint8, fixed_length=n_bytes), tf.int32)  # [..., n_bytes]
+    length = tf.minimum(tf.strings.length(tokens, unit="BYTE"), n_bytes)[..., None]  # [..., 1]
+    body = tf.where(tf.range(n_bytes) < length, raw, PAD_CHAR)
+    lead = tf.fill(tf.shape(length), BOW_CHAR)
+    tail = tf.fill(tf.shape(length), PAD_CHAR)
+    code = tf.concat([lead, body, tail], axis=-1)  # [..., max_chars]
+    code = tf.where(tf.range(max_characters_per_token) == length + 1, EOW_CHAR, code)
+    is_token = tf.strings.length(tokens)[..., None] > 0
+    return tf.where(is_token, code + 1, 0)
+
+
+def split_sentences(sentences):
+    """1-D string tensor of sentences -> [batch, max_len] tokens, split on ASCII whitespace, "" padded."""
+    import tensorflow as tf
+
+    sentences = tf.convert_to_tensor(sentences, dtype=tf.string)
+    if sentences.shape.rank != 1:
+        raise ValueError(f"sentences must be a 1-D string tensor, got shape {sentences.shape}")
+    return tf.strings.split(sentences).to_tensor(default_value="")
+
+
+def sentences_to_char_ids(sentences, max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN):
+    """1-D string tensor of sentences -> int32 [batch, max_len, max_characters_per_token]."""
+    return tokens_to_char_ids(split_sentences(sentences), max_characters_per_token)
+
+
+def strings_to_char_ids(strings, max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN):
+    """Sentences [batch] or padded tokens [batch, max_len] -> char ids [batch, max_len, max_chars]."""
+    rank = strings.shape.rank
+    if rank == 1:
+        return sentences_to_char_ids(strings, max_characters_per_token)
+    if rank == 2:
+        return tokens_to_char_ids(strings, max_characters_per_token)
+    raise ValueError(
+        f"string input must be sentences [batch] or padded tokens [batch, max_len]; got shape {strings.shape}"
+    )

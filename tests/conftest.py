@@ -1,0 +1,36 @@
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+FIXTURE = Path(__file__).parent / "fixtures" / "bilm-tf" / "model"
+
+
+@pytest.fixture(scope="session")
+def fixture_dir() -> Path:
+    return FIXTURE
+
+
+@pytest.fixture(scope="session")
+def fixture_options() -> dict:
+    return json.loads((FIXTURE / "options.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def fixture_files() -> tuple[str, str]:
+    return str(FIXTURE / "options.json"), str(FIXTURE / "lm_weights.hdf5")
+
+
+@pytest.fixture()
+def skip_options() -> dict:
+    """A tiny architecture with what the fixture lacks: skip connections, tanh, one highway, 3 layers."""
+    return {
+        "lstm": {"cell_clip": 3, "use_skip_connections": True, "n_layers": 3, "proj_clip": 3,
+                 "projection_dim": 8, "dim": 12},
+        "char_cnn": {"embedding": {"dim": 4}, "filters": [[1, 4], [2, 6], [3, 6]], "n_highway": 1,
+                     "n_characters": 262, "max_characters_per_token": 50, "activation": "tanh"},
+    }

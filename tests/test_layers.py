@@ -1,0 +1,122 @@
+"""Layer behaviour: stateless batch invariance, freezing, ScalarMix options, configs, masks."""
+import numpy as np
+import pytest
+import tensorflow as tf
+import keras
+
+import elmo_keras as ek
+
+SENT = ["The", "bank", "approved", "the", "loan", "."]
+
+
+@pytest.fixture(scope="module")
+def bilm(fixture_files):
+    return ek.BiLM.from_pretrained(*fixture_files)
+
+
+def test_stateless_is_batch_and_padding_invariant(bilm):
+    alone = [np.asarray(t)[0] for t in bilm(ek.batch_to_ids([SENT]))["layers"]]
+    others = [["x"] * 30, SENT, [], ["Hi"]]
+    batched = bilm(ek.batch_to_ids(others))
+    for k, layer in enumerate(batched["layers"]):
+        got = np.asarray(layer)[1]
+        np.testing.assert_allclose(got[: len(SENT)], alone[k], atol=1e-5)
+        assert (got[len(SENT):] == 0).all()
+    # twice in a row gives the same (no hidden state in the default mode)
+    again = bilm(ek.batch_to_ids([SENT]))["layers"][2]
+    np.testing.assert_array_equal(np.asarray(again)[0], alone[2])
+
+
+def test_bilm_in_tf_function_with_unknown_shapes(bilm):
+    fn = tf.function(lambda ids: bilm(ids)["layers"][2],
+                     input_signature=[tf.TensorSpec([None, None, 50], tf.int32)])
+    ids = ek.batch_to_ids([SENT, ["Hi"]])
+    np.testing.assert_allclose(fn(ids).numpy(), np.asarray(bilm(ids)["layers"][2]), atol=1e-6)
+
+
+def test_empty_inputs(bilm):
+    out = bilm(ek.batch_to_ids([[], []]))
+    assert [tuple(t.shape) for t in out["layers"]] == [(2, 0, 32)] * 3
+    out = bilm(ek.batch_to_ids([]))
+    assert tuple(out["mask"].shape) == (0, 0)
+
+
+def test_padding_in_the_middle_is_an_error(bilm):
+    ids = ek.batch_to_ids([["a", "b", "c"]])
+    ids[0, 1] = 0
+    with pytest.raises(tf.errors.InvalidArgumentError, match="padding tokens"):
+        bilm(ids)
+
+
+def test_frozen_by_default_and_trainable_on_request(fixture_files):
+    frozen = ek.BiLM.from_pretrained(*fixture_files)
+    assert frozen.trainable_weights == [] and len(frozen.non_trainable_weights) > 0
+    tuned = ek.BiLM.from_pretrained(*fixture_files, trainable=True)
+    assert len(tuned.trainable_weights) == len(tuned.weights)
+    elmo = ek.Elmo.from_pretrained(*fixture_files)
+    assert {w.path.split("/")[-2] for w in elmo.trainable_weights} == {"scalar_mix_0"}
+    assert len(ek.Elmo.from_pretrained(*fixture_files, bilm_trainable=True).trainable_weights) == \
+        len(tuned.trainable_weights) + 2
+
+
+def test_fine_tuning_changes_the_bilm(fixture_files):
+    elmo = ek.Elmo.from_pretrained(*fixture_files, output="elmo", bilm_trainable=True, dropout=0.0)
+    inputs = keras.Input(shape=(), dtype="string")
+    model = keras.Model(inputs, keras.layers.Dense(1)(keras.layers.GlobalAveragePooling1D()(elmo(inputs))))
+    model.compile(keras.optimizers.SGD(0.1), "mse")
+    before = np.asarray(elmo.bilm.lstm.kernels[0]).copy()
+    model.fit(tf.constant(["a b c", "d e"]), np.array([1.0, -1.0]), epochs=1, verbose=0)
+    assert np.abs(np.asarray(elmo.bilm.lstm.kernels[0]) - before).max() > 0
+
+
+def test_scalar_mix_fixed_weights_are_used_as_given():
+    layers = [tf.fill((1, 2, 3), float(k + 1)) for k in range(3)]
+    mix = ek.ScalarMix(fixed_weights=[0.45, 0.15, 0.40])
+    np.testing.assert_allclose(np.asarray(mix(layers)), np.full((1, 2, 3), 0.45 + 0.30 + 1.20), atol=1e-6)
+    assert [w.name for w in mix.trainable_weights] == ["gamma"]
+    with pytest.raises(ValueError, match="3 values for num_layers=2"):
+        ek.ScalarMix(2, fixed_weights=[0.45, 0.15, 0.40])
+
+
+def test_scalar_mix_trains_weights_sum_to_one():
+    mix = ek.ScalarMix(3, trainable_gamma=False)
+    inputs = [keras.Input((4, 2)) for _ in range(3)]
+    model = keras.Model(inputs, mix(inputs))
+    np.testing.assert_allclose(np.asarray(mix.normalized_weights()), [1 / 3] * 3, atol=1e-7)  # uniform init
+    model.compile(keras.optimizers.SGD(0.5), "mse")
+    x = [np.ones((8, 4, 2), np.float32) * k for k in range(3)]
+    model.fit(x, np.full((8, 4, 2), 2.0, np.float32), epochs=20, verbose=0)
+    s = np.asarray(mix.normalized_weights())
+    assert abs(s.sum() - 1) < 1e-6 and s[2] > 0.5
+
+
+def test_scalar_mix_l2_penalty_and_weight_dropout():
+    layers = [tf.random.normal((2, 3, 4), seed=k) for k in range(3)]
+    mix = ek.ScalarMix(3, initial_logits=[1.0, 2.0, -1.0], l2_coef=0.01, weight_dropout=0.5)
+    inference = np.asarray(mix(layers, training=False))
+    np.testing.assert_array_equal(np.asarray(mix(layers, training=False)), inference)
+    assert float(sum(mix.losses)) == pytest.approx(0.01 * (1 + 4 + 1), rel=1e-6)
+    trained = [np.asarray(mix(layers, training=True)) for _ in range(20)]
+    assert any(np.abs(t - inference).max() > 1e-3 for t in trained)
+
+
+def test_layer_norm_needs_a_mask():
+    with pytest.raises(ValueError, match="needs the mask"):
+        ek.ScalarMix(2, do_layer_norm=True)([tf.ones((1, 2, 3)), tf.ones((1, 2, 3))])
+
+
+@pytest.mark.parametrize("make", [
+    lambda o: ek.BiLM(o, stateful=True, max_batch_size=4),
+    lambda o: ek.Elmo(o, num_output_representations=2, dropout=0.1, mix_weights=[0.2, 0.3, 0.5],
+                      do_layer_norm=True),
+    lambda o: ek.CharCNN([[1, 4], [2, 8]], char_embed_dim=4, n_highway=1, projection_dim=5),
+    lambda o: ek.ScalarMix(3, initial_logits=[0.0, 1.0, 2.0], weight_dropout=0.1, l2_coef=0.001),
+    lambda o: ek.Highway(2),
+    lambda o: ek.ProjectedBiLSTM(2, 8, 4, cell_clip=3, proj_clip=3, use_skip_connections=True),
+])
+def test_config_round_trip(make, fixture_options):
+    layer = make(fixture_options)
+    again = type(layer).from_config(layer.get_config())
+    assert again.get_config() == layer.get_config()
+    restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(layer))
+    assert type(restored) is type(layer)
