@@ -40,13 +40,14 @@ class Elmo(keras.layers.Layer):
       bilm_trainable: fine-tune the biLM (frozen by default; the mixes always train unless fixed).
       mix_weights: fixed mixing weights used as given instead of trainable softmax weights.
       do_layer_norm, weight_dropout, l2_coef: passed to every :class:`ScalarMix`.
-      stateful, max_batch_size: passed to the :class:`BiLM`.
+      stateful, max_batch_size, add_sentence_boundaries: passed to the :class:`BiLM`.
     """
 
     def __init__(self, options: dict, num_output_representations: int = 1, dropout: float = 0.5,
                  output: str = "dict", bilm_trainable: bool = False, mix_weights: Sequence[float] | None = None,
                  do_layer_norm: bool = False, weight_dropout: float = 0.0, l2_coef: float = 0.0,
-                 stateful: bool = False, max_batch_size: int = 128, **kwargs):
+                 stateful: bool = False, max_batch_size: int = 128, add_sentence_boundaries: bool = True,
+                 **kwargs):
         super().__init__(**kwargs)
         if output not in _OUTPUTS:
             raise ValueError(f"output must be one of {_OUTPUTS}, got {output!r}")
@@ -55,7 +56,7 @@ class Elmo(keras.layers.Layer):
         if num_output_representations < 1:
             raise ValueError(f"num_output_representations must be >= 1, got {num_output_representations}")
         self.bilm = BiLM(options, stateful=stateful, max_batch_size=max_batch_size, trainable=bilm_trainable,
-                         name="bilm")
+                         add_sentence_boundaries=add_sentence_boundaries, name="bilm")
         self.options = self.bilm.options
         self.num_output_representations = num_output_representations
         self.dropout_rate = dropout
@@ -135,4 +136,5 @@ class Elmo(keras.layers.Layer):
                 "num_output_representations": self.num_output_representations, "dropout": self.dropout_rate,
                 "output": self.output_mode, "bilm_trainable": self.bilm_trainable, "mix_weights": self.mix_weights,
                 "do_layer_norm": self.do_layer_norm, "weight_dropout": self.weight_dropout,
-                "l2_coef": self.l2_coef, "stateful": self.bilm.stateful, "max_batch_size": self.bilm.max_batch_size}
+                "l2_coef": self.l2_coef, "stateful": self.bilm.stateful, "max_batch_size": self.bilm.max_batch_size,
+                "add_sentence_boundaries": self.bilm.add_sentence_boundaries}

@@ -75,17 +75,19 @@ def lstm_direction(xs: np.ndarray, w: dict, options: dict, direction: int) -> li
     return outputs
 
 
-def bilm_sentence(tokens: list[str], w: dict, options: dict) -> list[np.ndarray]:
+def bilm_sentence(tokens: list[str], w: dict, options: dict, boundaries: bool = True) -> list[np.ndarray]:
     """One sentence, zero initial state -> n_layers + 1 arrays [n_tokens, 2P] (boundaries stripped)."""
     w = {k: np.asarray(v, dtype=np.float64) for k, v in w.items()}
     max_chars = options["char_cnn"]["max_characters_per_token"]
-    ids = [boundary_ids(BOS, max_chars)] + [char_ids(t, max_chars) for t in tokens] + [boundary_ids(EOS, max_chars)]
+    ids = [char_ids(t, max_chars) for t in tokens]
+    if boundaries:
+        ids = [boundary_ids(BOS, max_chars)] + ids + [boundary_ids(EOS, max_chars)]
     emb = np.array([token_embedding(i, w, options) for i in ids])
     fwd = lstm_direction(emb, w, options, 0)
     bwd = [out[::-1] for out in lstm_direction(emb[::-1], w, options, 1)]
     layers = [np.concatenate([emb, emb], axis=1)]
     layers += [np.concatenate([f, b], axis=1) for f, b in zip(fwd, bwd)]
-    return [layer[1:-1] for layer in layers]
+    return [layer[1:-1] for layer in layers] if boundaries else layers
 
 
 def scalar_mix(layers: list[np.ndarray], mask: np.ndarray, logits, gamma: float, layer_norm: bool) -> np.ndarray:

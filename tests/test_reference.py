@@ -18,12 +18,16 @@ def skip_model(tmp_path, skip_options):
     return ek.BiLM.from_pretrained(skip_options, path), arrays
 
 
-def test_bilm_matches_numpy_reference_with_skip_connections_and_padding(skip_model, skip_options):
-    bilm, arrays = skip_model
+@pytest.mark.parametrize("boundaries", [True, False])
+def test_bilm_matches_numpy_reference_with_skip_connections_and_padding(skip_model, skip_options, boundaries):
+    _, arrays = skip_model
+    bilm = ek.BiLM(skip_options, add_sentence_boundaries=boundaries)
+    bilm.build()
+    bilm.set_weight_arrays(arrays)
     out = bilm(ek.batch_to_ids(SENTENCES))
     assert len(out["layers"]) == skip_options["lstm"]["n_layers"] + 1
     for row, tokens in enumerate(SENTENCES):
-        expected = bilm_sentence(tokens, arrays, skip_options)
+        expected = bilm_sentence(tokens, arrays, skip_options, boundaries=boundaries)
         for k, layer in enumerate(out["layers"]):
             got = np.asarray(layer)[row]
             np.testing.assert_allclose(got[: len(tokens)], expected[k], atol=1e-5, err_msg=f"row {row} layer {k}")

@@ -26,12 +26,16 @@ class BiLM(keras.layers.Layer):
 
     ``stateful=True`` reproduces bilm-tf/AllenNLP: row i starts from the state row i reached in the previous
     call (up to ``max_batch_size`` rows); ``reset_states()`` returns to zeros. The default is stateless.
+    ``add_sentence_boundaries=False`` runs the LSTMs on the tokens alone (as TF Hub's ELMo module does, and
+    for language-model training on inputs that already hold the boundary tokens).
     """
 
-    def __init__(self, options: dict, stateful: bool = False, max_batch_size: int = 128, **kwargs):
+    def __init__(self, options: dict, stateful: bool = False, max_batch_size: int = 128,
+                 add_sentence_boundaries: bool = True, **kwargs):
         super().__init__(**kwargs)
         self.options = normalize_options(options)
         self.stateful = stateful
+        self.add_sentence_boundaries = add_sentence_boundaries
         self.max_batch_size = max_batch_size
         cnn, lstm = self.options["char_cnn"], self.options["lstm"]
         self.projection_dim = lstm["projection_dim"]
@@ -151,32 +155,42 @@ class BiLM(keras.layers.Layer):
             message="elmo_keras: padding tokens (all-zero char ids) must come after the real tokens of each row")
         fmask = ops.cast(mask, self.compute_dtype)[..., None]
         tokens = self.char_cnn(char_ids) * fmask  # [B, T, P]
+        if self.add_sentence_boundaries:
+            lstm_inputs, lstm_mask = self._add_boundaries(tokens, lengths)
+        else:
+            lstm_inputs, lstm_mask = tokens, mask
+        lstm_outputs = self._run_lstm(lstm_inputs, lstm_mask)
+        if self.add_sentence_boundaries:
+            lstm_outputs = [out[:, 1:-1] for out in lstm_outputs]
+        layers = [ops.concatenate([tokens, tokens], axis=-1)]
+        layers += [out * fmask for out in lstm_outputs]
+        return {"layers": layers, "mask": mask}
 
-        # Add <S> at position 0 and </S> right after each row's last token.
+    def _add_boundaries(self, tokens, lengths):
+        """[B, T, P] -> [B, T + 2, P] with <S> at position 0 and </S> right after each row's last token."""
+        batch, steps, p = ops.shape(tokens)[0], ops.shape(tokens)[1], self.projection_dim
         bos, eos = self._boundary_embeddings()
-        p = self.projection_dim
         with_bounds = ops.concatenate([ops.broadcast_to(bos, (batch, 1, p)), tokens,
                                        ops.zeros((batch, 1, p), tokens.dtype)], axis=1)
         positions = ops.arange(steps + 2)[None, :]
         is_eos = (positions == (lengths + 1)[:, None])[..., None]
         with_bounds = ops.where(is_eos, ops.broadcast_to(eos, ops.shape(with_bounds)), with_bounds)
-        bounds_mask = positions < (lengths + 2)[:, None]
+        return with_bounds, positions < (lengths + 2)[:, None]
 
-        initial_state = None
-        if self.stateful:
-            tf.debugging.assert_less_equal(
-                batch, self.max_batch_size,
-                message=f"elmo_keras: stateful BiLM got more rows than max_batch_size={self.max_batch_size}")
-            initial_state = [(c[:, :batch], h[:, :batch]) for c, h in self.state_vars]
-        lstm_outputs, final_state = self.lstm(with_bounds, bounds_mask, initial_state=initial_state)
-        if self.stateful:
-            for (c_var, h_var), (c, h) in zip(self.state_vars, final_state):
-                c_var.assign(ops.concatenate([ops.cast(c, c_var.dtype), c_var[:, batch:]], axis=1))
-                h_var.assign(ops.concatenate([ops.cast(h, h_var.dtype), h_var[:, batch:]], axis=1))
-
-        layers = [ops.concatenate([tokens, tokens], axis=-1)]
-        layers += [out[:, 1:-1] * fmask for out in lstm_outputs]
-        return {"layers": layers, "mask": mask}
+    def _run_lstm(self, inputs, mask):
+        """Run the LSTM stacks, from (and, when stateful, into) the carried state."""
+        if not self.stateful:
+            return self.lstm(inputs, mask)[0]
+        batch = ops.shape(inputs)[0]
+        tf.debugging.assert_less_equal(
+            batch, self.max_batch_size,
+            message=f"elmo_keras: stateful BiLM got more rows than max_batch_size={self.max_batch_size}")
+        initial_state = [(c[:, :batch], h[:, :batch]) for c, h in self.state_vars]
+        outputs, final_state = self.lstm(inputs, mask, initial_state=initial_state)
+        for (c_var, h_var), (c, h) in zip(self.state_vars, final_state):
+            c_var.assign(ops.concatenate([ops.cast(c, c_var.dtype), c_var[:, batch:]], axis=1))
+            h_var.assign(ops.concatenate([ops.cast(h, h_var.dtype), h_var[:, batch:]], axis=1))
+        return outputs
 
     def compute_output_spec(self, char_ids):
         batch, steps = char_ids.shape[0], char_ids.shape[1]
@@ -191,4 +205,4 @@ class BiLM(keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "options": self.options, "stateful": self.stateful,
-                "max_batch_size": self.max_batch_size}
+                "max_batch_size": self.max_batch_size, "add_sentence_boundaries": self.add_sentence_boundaries}
