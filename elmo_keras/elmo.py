@@ -13,7 +13,7 @@ from elmo_keras.options import load_options
 from elmo_keras.text import strings_to_char_ids
 from elmo_keras.weights import read_weights_hdf5
 
-_OUTPUTS = ("dict", "elmo")
+_OUTPUTS = ("dict", "elmo", "layers")
 
 
 @keras.saving.register_keras_serializable(package="elmo_keras")
@@ -31,7 +31,9 @@ class Elmo(keras.layers.Layer):
          "mask": bool [B, T], "layers": [float [B, T, 2P]] * (n_layers + 1)}
 
     With ``output="elmo"``: the single representation [B, T, 2P], carrying its Keras mask, so that
-    ``Bidirectional(GRU)`` stacked on top ignores padding.
+    ``Bidirectional(GRU)`` stacked on top ignores padding. With ``output="layers"``: the list of the
+    n_layers + 1 biLM layers, each [B, T, 2P] with the mask (for a mixing layer of your choice on top;
+    no ScalarMix is created).
 
     Args:
       options: the options dict (see :mod:`elmo_keras.options`).
@@ -53,7 +55,7 @@ class Elmo(keras.layers.Layer):
             raise ValueError(f"output must be one of {_OUTPUTS}, got {output!r}")
         if output == "elmo" and num_output_representations != 1:
             raise ValueError("output='elmo' returns one representation: use num_output_representations=1")
-        if num_output_representations < 1:
+        if num_output_representations < 1 and output != "layers":
             raise ValueError(f"num_output_representations must be >= 1, got {num_output_representations}")
         self.bilm = BiLM(options, stateful=stateful, max_batch_size=max_batch_size, trainable=bilm_trainable,
                          add_sentence_boundaries=add_sentence_boundaries, name="bilm")
@@ -67,6 +69,8 @@ class Elmo(keras.layers.Layer):
         self.weight_dropout = weight_dropout
         self.l2_coef = l2_coef
         n_layers = self.bilm.n_layers + 1
+        if output == "layers":
+            num_output_representations = 0
         self.mixes = [ScalarMix(n_layers, fixed_weights=self.mix_weights, do_layer_norm=do_layer_norm,
                                 weight_dropout=weight_dropout, l2_coef=l2_coef, name=f"scalar_mix_{i}")
                       for i in range(num_output_representations)]
@@ -87,6 +91,15 @@ class Elmo(keras.layers.Layer):
     def output_dim(self) -> int:
         return self.bilm.output_dim
 
+    def as_layers(self) -> "Elmo":
+        """This embedder with ``output="layers"`` (a twin sharing nothing but a copy of the biLM weights)."""
+        if self.output_mode == "layers":
+            return self
+        twin = Elmo.from_config({**self.get_config(), "output": "layers", "name": f"{self.name}_layers"})
+        twin.build()
+        twin.bilm.set_weights(self.bilm.get_weights())
+        return twin
+
     def build(self, input_shape=None):
         self.bilm.build(None)
         layer_shape = (None, None, self.output_dim)
@@ -106,6 +119,10 @@ class Elmo(keras.layers.Layer):
     def call(self, inputs, training=False):
         out = self.bilm(self.char_ids(inputs))
         layers, mask = out["layers"], out["mask"]
+        if self.output_mode == "layers":
+            for layer in layers:
+                layer._keras_mask = mask
+            return layers
         reps = [self.dropout(mix(layers, mask=mask, training=training), training=training) for mix in self.mixes]
         if self.output_mode == "elmo":
             reps[0]._keras_mask = mask  # the Keras mask, read by the layers stacked on top
@@ -113,7 +130,7 @@ class Elmo(keras.layers.Layer):
         return {"elmo_representations": reps, "mask": mask, "layers": layers}
 
     def compute_mask(self, inputs, mask=None):
-        # The mask of output="elmo" is attached to the output tensor in call(); the dict output has "mask".
+        # The mask of output="elmo"/"layers" is attached to the output tensors in call(); the dict has "mask".
         return None
 
     @staticmethod
@@ -125,6 +142,8 @@ class Elmo(keras.layers.Layer):
         rep = keras.KerasTensor(shape, dtype=self.compute_dtype)
         if self.output_mode == "elmo":
             return rep
+        if self.output_mode == "layers":
+            return [keras.KerasTensor(shape, dtype=self.compute_dtype) for _ in range(self.bilm.n_layers + 1)]
         return {"elmo_representations": [keras.KerasTensor(shape, dtype=self.compute_dtype)
                                          for _ in range(self.num_output_representations)],
                 "mask": keras.KerasTensor(shape[:2], dtype="bool"),

@@ -1,0 +1,71 @@
+"""Encode documents of any length in segments of at most ``max_tokens`` tokens, then pool the segments."""
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from elmo_keras.text import split_sentences
+
+
+@keras.saving.register_keras_serializable(package="elmo_keras")
+class SegmentedEncoder(keras.layers.Layer):
+    """Texts [B] -> document vectors [B, 2H].
+
+    ``encoder`` is a Keras model from padded tokens [N, L] (strings, "" = padding) to ``[max ; mean]`` of its
+    per-token states, [N, 2H] (as :class:`~elmo_keras.layers.MaskedPooling` gives). The texts are split on
+    whitespace into tokens [B, T]. Without ``max_tokens`` the encoder sees whole rows. With it, each row is
+    cut into ``S = ceil(T / L)`` segments of ``L = min(T, max_tokens)`` tokens and the encoder runs on one
+    segment position at a time (``tf.map_fn``), so inference memory is that of a batch of ``L``-token rows
+    whatever the document length; the document vector is the max of the segment maxima and the
+    token-weighted mean of the segment means. No token is dropped.
+    """
+
+    def __init__(self, encoder: keras.Model, max_tokens: int | None = None, **kwargs):
+        super().__init__(**kwargs)
+        if max_tokens is not None and max_tokens < 1:
+            raise ValueError(f"max_tokens must be a positive integer or None, got {max_tokens}")
+        self.encoder = encoder
+        self.max_tokens = max_tokens
+
+    def build(self, input_shape=None):
+        self.built = True
+
+    @property
+    def output_dim(self) -> int:
+        return self.encoder.outputs[0].shape[-1]
+
+    def call(self, texts, training=False):
+        tokens = split_sentences(texts)  # [B, T]
+        if self.max_tokens is None:
+            return self.encoder(tokens, training=training)
+        batch, steps = tf.shape(tokens)[0], tf.shape(tokens)[1]
+        seg_len = tf.maximum(tf.minimum(steps, self.max_tokens), 1)
+        n_segments = tf.maximum((steps + seg_len - 1) // seg_len, 1)
+        tokens = tf.pad(tokens, [[0, 0], [0, n_segments * seg_len - steps]])
+        segments = tf.transpose(tf.reshape(tokens, [batch, n_segments, seg_len]), [1, 0, 2])  # [S, B, L]
+        encoded = tf.map_fn(lambda seg: self.encoder(seg, training=training), segments,
+                            fn_output_signature=tf.TensorSpec([None, self.output_dim], self.compute_dtype),
+                            parallel_iterations=1)
+        encoded = tf.transpose(encoded, [1, 0, 2])  # [B, S, 2H]
+        counts = tf.cast(tf.transpose(tf.reduce_sum(tf.cast(segments != "", tf.int32), axis=-1)),
+                         encoded.dtype)[..., None]  # [B, S, 1] tokens per segment
+        seg_max, seg_mean = tf.split(encoded, 2, axis=-1)
+        present = counts > 0
+        best = tf.reduce_max(tf.where(present, seg_max, tf.fill(tf.shape(seg_max), float("-inf"))), axis=1)
+        total = tf.reduce_sum(counts, axis=1)
+        best = tf.where(total > 0, best, tf.zeros_like(best))
+        mean = tf.reduce_sum(seg_mean * counts, axis=1) / tf.maximum(total, 1.0)
+        return tf.concat([best, mean], axis=-1)
+
+    def compute_output_spec(self, texts, training=False):
+        return keras.KerasTensor((texts.shape[0], self.output_dim), dtype=self.compute_dtype)
+
+    def get_config(self):
+        return {**super().get_config(), "encoder": keras.saving.serialize_keras_object(self.encoder),
+                "max_tokens": self.max_tokens}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
+        return cls(**config)

@@ -1,0 +1,118 @@
+"""Model builders: classifiers and taggers stacked on any embedder (Elmo, HubElmo, StaticEmbedding)."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import keras
+import numpy as np
+
+from elmo_keras.layers.fusion import make_layer_mixer
+from elmo_keras.layers.pooling import MaskedPooling
+from elmo_keras.layers.segments import SegmentedEncoder
+from elmo_keras.metrics import MultiLabelBinaryCrossentropy, MultiLabelF1, PrecisionAtK, pad_label_indices
+
+HEADS = ("bigru", "bilstm_bigru", "pool")
+
+__all__ = ["HEADS", "pad_label_indices", "pad_tokens", "sequence_tagger", "text_classifier"]
+
+
+def pad_tokens(sentences: Sequence[Sequence[str]]):
+    """Token lists -> string tensor [N, max_len] padded with "" (the input of :func:`sequence_tagger`).
+
+    A tf.Tensor, since Keras cannot feed 2-D NumPy object or bytes arrays.
+    """
+    import tensorflow as tf
+
+    width = max((len(s) for s in sentences), default=0)
+    out = np.full((len(sentences), width), "", dtype=object)
+    for i, sentence in enumerate(sentences):
+        if any(not isinstance(t, str) or not t for t in sentence):
+            raise ValueError(f"sentence {i}: tokens must be non-empty strings")
+        out[i, : len(sentence)] = list(sentence)
+    return tf.constant(out.astype(str).reshape(len(sentences), width), dtype=tf.string)
+
+
+def _layer_embedder(embedder: keras.layers.Layer) -> keras.layers.Layer:
+    """An embedder that returns the list of its layers (or one tensor), each with the Keras mask."""
+    as_layers = getattr(embedder, "as_layers", None)
+    return as_layers() if callable(as_layers) else embedder
+
+
+def _mixed_sequence(embedder, tokens, mix: str, mix_weights, hidden: int):
+    """tokens -> one [B, T, D] sequence with mask, combining the embedder's layers as ``mix`` says."""
+    layers = _layer_embedder(embedder)(tokens)
+    if not isinstance(layers, (list, tuple)):
+        return layers  # a static embedding has a single layer: nothing to mix
+    return make_layer_mixer(mix, len(layers), mix_weights=mix_weights, hidden=hidden)(layers)
+
+
+def _sequence_head(x, head: str, units: int, hidden: int):
+    if head == "bigru":
+        return keras.layers.Bidirectional(keras.layers.GRU(units, return_sequences=True), name="bigru")(x)
+    if head == "bilstm_bigru":
+        lstm = keras.layers.Bidirectional(keras.layers.LSTM(units, return_sequences=True), name="bilstm")(x)
+        gru = keras.layers.Bidirectional(keras.layers.GRU(units, return_sequences=True), name="bigru")(x)
+        both = keras.layers.Concatenate(name="bilstm_bigru")([lstm, gru])
+        return keras.layers.Dense(hidden, activation="tanh", name="fusion_projection")(both)
+    return x
+
+
+def text_classifier(embedder: keras.layers.Layer, num_classes: int, head: str = "bigru", mix: str = "trainable",
+                    multi_label: bool = False, mix_weights: Sequence[float] | None = None, units: int = 128,
+                    hidden: int = 256, dropout: float = 0.3, max_tokens: int | None = None,
+                    learning_rate: float = 1e-3, top_k: int = 5, name: str = "text_classifier") -> keras.Model:
+    """A compiled ``keras.Model``: raw strings [B] -> class probabilities [B, num_classes].
+
+    head: "bigru" (Bidirectional GRU, masked max+mean pooling), "bilstm_bigru" (a BiLSTM and a BiGRU read the
+    sequence in parallel, concatenated, Dense(hidden, tanh)), or "pool" (masked max+mean pooling only).
+    mix: how the embedder's layers are combined (see :func:`elmo_keras.layers.make_layer_mixer`).
+    multi_label: sigmoid outputs, binary cross-entropy, micro/macro F1 and precision@top_k; labels multi-hot
+    floats [B, L] or label indices [B, K] padded with -1 (:func:`pad_label_indices`).
+    max_tokens: encode long texts in segments of at most this many tokens (see :class:`SegmentedEncoder`).
+    Compiled with Adam(learning_rate); compile again to change optimizer, loss or metrics.
+    """
+    if head not in HEADS:
+        raise ValueError(f"head must be one of {HEADS}, got {head!r}")
+    if num_classes < 1 or (num_classes < 2 and not multi_label):
+        raise ValueError(f"num_classes must be >= 2 (>= 1 for multi-label), got {num_classes}")
+    tokens = keras.Input(shape=(None,), dtype="string", name="tokens")
+    x = _mixed_sequence(embedder, tokens, mix, mix_weights, hidden)
+    x = _sequence_head(x, head, units, hidden)
+    encoder = keras.Model(tokens, MaskedPooling(("max", "mean"), name="pooling")(x), name="segment_encoder")
+
+    text = keras.Input(shape=(), dtype="string", name="text")
+    doc = SegmentedEncoder(encoder, max_tokens=max_tokens, name="document")(text)
+    doc = keras.layers.Dropout(dropout)(doc)
+    activation = "sigmoid" if multi_label else "softmax"
+    outputs = keras.layers.Dense(num_classes, activation=activation, dtype="float32", name="scores")(doc)
+    model = keras.Model(text, outputs, name=name)
+    if multi_label:
+        model.compile(keras.optimizers.Adam(learning_rate), loss=MultiLabelBinaryCrossentropy(num_classes),
+                      metrics=[MultiLabelF1(num_classes, "micro"), MultiLabelF1(num_classes, "macro"),
+                               PrecisionAtK(num_classes, k=top_k)])
+    else:
+        model.compile(keras.optimizers.Adam(learning_rate), loss="sparse_categorical_crossentropy",
+                      metrics=["accuracy"])
+    return model
+
+
+def sequence_tagger(embedder: keras.layers.Layer, num_tags: int, mix: str = "trainable",
+                    mix_weights: Sequence[float] | None = None, units: int = 128, hidden: int = 256,
+                    dropout: float = 0.3, learning_rate: float = 1e-3, name: str = "sequence_tagger") -> keras.Model:
+    """A compiled ``keras.Model``: padded tokens [B, T] ("" = padding, see :func:`pad_tokens`) -> tag
+    probabilities [B, T, num_tags].
+
+    BiGRU over the mixed ELMo sequence, per-token softmax. Labels are int [B, T], aligned with the tokens;
+    padded positions are masked out of the loss and the accuracy (their label values are ignored).
+    """
+    if num_tags < 2:
+        raise ValueError(f"num_tags must be >= 2, got {num_tags}")
+    tokens = keras.Input(shape=(None,), dtype="string", name="tokens")
+    x = _mixed_sequence(embedder, tokens, mix, mix_weights, hidden)
+    x = _sequence_head(x, "bigru", units, hidden)
+    x = keras.layers.Dropout(dropout)(x)
+    outputs = keras.layers.Dense(num_tags, activation="softmax", dtype="float32", name="tags")(x)
+    model = keras.Model(tokens, outputs, name=name)
+    model.compile(keras.optimizers.Adam(learning_rate), loss="sparse_categorical_crossentropy",
+                  metrics=["accuracy"])
+    return model
