@@ -1,11 +1,18 @@
 """elmo_keras: ELMo as Keras 3 layers."""
+from elmo_keras import callbacks, metrics, models
 from elmo_keras.elmo import Elmo
-from elmo_keras.layers import BiLM, CharCNN, Highway, ProjectedBiLSTM, ScalarMix
+from elmo_keras.embed import ElmoEmbedder
+from elmo_keras.export import export_serving
+from elmo_keras.hub_module import export_hub_module
+from elmo_keras.layers import (BiLM, CharCNN, Highway, HubElmo, LayerConcat, LayerFusion, MaskedPooling,
+                               ProjectedBiLSTM, ScalarMix, SegmentedEncoder)
 from elmo_keras.options import RELEASED_OPTIONS, load_options
 from elmo_keras.text import batch_to_ids, tokenize
 from elmo_keras.weights import save_weights_hdf5
 
 __version__ = "0.1.0"
 
-__all__ = ["BiLM", "CharCNN", "Elmo", "Highway", "ProjectedBiLSTM", "RELEASED_OPTIONS", "ScalarMix",
-           "batch_to_ids", "load_options", "save_weights_hdf5", "tokenize", "__version__"]
+__all__ = ["BiLM", "CharCNN", "Elmo", "ElmoEmbedder", "Highway", "HubElmo", "LayerConcat", "LayerFusion",
+           "MaskedPooling", "ProjectedBiLSTM", "RELEASED_OPTIONS", "ScalarMix", "SegmentedEncoder",
+           "batch_to_ids", "callbacks", "export_hub_module", "export_serving", "load_options", "metrics",
+           "models", "save_weights_hdf5", "tokenize", "__version__"]

@@ -58,7 +58,7 @@ class Elmo(keras.layers.Layer):
         if num_output_representations < 1 and output != "layers":
             raise ValueError(f"num_output_representations must be >= 1, got {num_output_representations}")
         self.bilm = BiLM(options, stateful=stateful, max_batch_size=max_batch_size, trainable=bilm_trainable,
-                         add_sentence_boundaries=add_sentence_boundaries, name="bilm")
+                         add_sentence_boundaries=add_sentence_boundaries, name="bilm", dtype=self.dtype_policy)
         self.options = self.bilm.options
         self.num_output_representations = num_output_representations
         self.dropout_rate = dropout
@@ -72,9 +72,10 @@ class Elmo(keras.layers.Layer):
         if output == "layers":
             num_output_representations = 0
         self.mixes = [ScalarMix(n_layers, fixed_weights=self.mix_weights, do_layer_norm=do_layer_norm,
-                                weight_dropout=weight_dropout, l2_coef=l2_coef, name=f"scalar_mix_{i}")
+                                weight_dropout=weight_dropout, l2_coef=l2_coef, name=f"scalar_mix_{i}",
+                                dtype=self.dtype_policy)
                       for i in range(num_output_representations)]
-        self.dropout = keras.layers.Dropout(dropout)
+        self.dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
 
     @classmethod
     def from_pretrained(cls, options_file: dict | str | os.PathLike, weight_file: str | os.PathLike,
@@ -86,6 +87,32 @@ class Elmo(keras.layers.Layer):
         elmo.build()
         elmo.bilm.set_weight_arrays(arrays)
         return elmo
+
+    @classmethod
+    def from_hub(cls, path: str | os.PathLike, boundaries: str | None = None,
+                 use_skip_connections: bool | None = None, **kwargs) -> "Elmo":
+        """Build from a local TF Hub ELMo module (TF1, or written by ``export_hub_module``).
+
+        The module's aggregation becomes the initial logits and gamma of every trainable ScalarMix.
+        ``boundaries``: "none" (run on the tokens alone, as TF Hub's module does), "add" (``<S>``/``</S>``),
+        or None: what the module records, else "none". ``use_skip_connections``: see
+        :func:`elmo_keras.hub_module.read_hub_module`. Other arguments go to ``Elmo``.
+        """
+        from elmo_keras.hub_module import read_hub_module
+
+        module = read_hub_module(path, use_skip_connections)
+        elmo = cls(module.options, add_sentence_boundaries=module.sentence_boundaries(boundaries), **kwargs)
+        elmo.build()
+        module.assign(elmo)
+        return elmo
+
+    @classmethod
+    def from_preset(cls, name: str | os.PathLike, **kwargs) -> "Elmo":
+        """A shipped preset (e.g. ``"brown-small"``, see ``elmo_keras.presets``) or a pretraining output folder."""
+        from elmo_keras.presets import preset_files
+
+        files = preset_files(name)
+        return cls.from_pretrained(files["options"], files["weights"], **kwargs)
 
     @property
     def output_dim(self) -> int:

@@ -119,19 +119,24 @@ def tokens_to_char_ids(tokens, max_characters_per_token: int = MAX_CHARACTERS_PE
     lead = tf.fill(tf.shape(length), BOW_CHAR)
     tail = tf.fill(tf.shape(length), PAD_CHAR)
     code = tf.concat([lead, body, tail], axis=-1)  # [..., max_chars]
-    code = tf.where(tf.range(max_characters_per_token) == length + 1, EOW_CHAR, code)
+    code = tf.where(tf.equal(tf.range(max_characters_per_token), length + 1), EOW_CHAR, code)
     is_token = tf.strings.length(tokens)[..., None] > 0
     return tf.where(is_token, code + 1, 0)
 
 
-def split_sentences(sentences):
-    """1-D string tensor of sentences -> [batch, max_len] tokens, split on ASCII whitespace, "" padded."""
+def split_sentences(sentences, min_length: int = 0):
+    """1-D string tensor of sentences -> [batch, max(max_len, min_length)] tokens, split on ASCII whitespace,
+    "" padded. ``min_length=1`` keeps one (padding) column for a batch of empty texts, which recurrent
+    layers stacked on top need."""
     import tensorflow as tf
 
     sentences = tf.convert_to_tensor(sentences, dtype=tf.string)
     if sentences.shape.rank != 1:
         raise ValueError(f"sentences must be a 1-D string tensor, got shape {sentences.shape}")
-    return tf.strings.split(sentences).to_tensor(default_value="")
+    tokens = tf.strings.split(sentences).to_tensor(default_value="")
+    if min_length:
+        tokens = tf.pad(tokens, [[0, 0], [0, tf.maximum(min_length - tf.shape(tokens)[1], 0)]])
+    return tokens
 
 
 def sentences_to_char_ids(sentences, max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN):

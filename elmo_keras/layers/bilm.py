@@ -20,7 +20,8 @@ class BiLM(keras.layers.Layer):
     """The ELMo bidirectional language model (without softmax).
 
     Input: char ids int32 [B, T, max_characters_per_token], padding tokens all zero, no ``<S>``/``</S>``
-    (added here, run through the LSTMs, and stripped from the outputs).
+    (added here, run through the LSTMs, and stripped from the outputs); or a pair (token vectors
+    [B, T, P], mask bool [B, T]) that skips the char CNN (a token cache).
     Output: ``{"layers": [n_layers + 1 tensors float [B, T, 2P]], "mask": bool [B, T]}``; layer 0 is the
     token embedding twice, layer k the [forward_k ; backward_k] LSTM outputs; masked positions are zero.
 
@@ -44,10 +45,11 @@ class BiLM(keras.layers.Layer):
         self.char_cnn = CharCNN(cnn["filters"], char_embed_dim=cnn["embedding"]["dim"],
                                 n_characters=cnn["n_characters"], activation=cnn["activation"],
                                 n_highway=cnn["n_highway"], projection_dim=self.projection_dim,
-                                max_characters_per_token=self.max_characters_per_token, name="char_cnn")
+                                max_characters_per_token=self.max_characters_per_token, name="char_cnn",
+                                dtype=self.dtype_policy)
         self.lstm = ProjectedBiLSTM(self.n_layers, lstm["dim"], self.projection_dim, cell_clip=lstm["cell_clip"],
                                     proj_clip=lstm["proj_clip"], use_skip_connections=lstm["use_skip_connections"],
-                                    name="lstm")
+                                    name="lstm", dtype=self.dtype_policy)
 
     # -- construction ------------------------------------------------------------------------------------
     @classmethod
@@ -60,6 +62,32 @@ class BiLM(keras.layers.Layer):
         bilm.build()
         bilm.set_weight_arrays(arrays)
         return bilm
+
+    @classmethod
+    def from_hub(cls, path: str | os.PathLike, boundaries: str | None = None,
+                 use_skip_connections: bool | None = None, trainable: bool = False, **kwargs) -> "BiLM":
+        """Build from a local TF Hub ELMo module (TF1, or written by ``export_hub_module``); frozen by default.
+
+        ``boundaries``: "none" (tokens alone, as TF Hub's module runs), "add" (``<S>``/``</S>``), or None:
+        what the module records, else "none". ``use_skip_connections``: see
+        :func:`elmo_keras.hub_module.read_hub_module`.
+        """
+        from elmo_keras.hub_module import read_hub_module
+
+        module = read_hub_module(path, use_skip_connections)
+        bilm = cls(module.options, add_sentence_boundaries=module.sentence_boundaries(boundaries),
+                   trainable=trainable, **kwargs)
+        bilm.build()
+        module.assign(bilm)
+        return bilm
+
+    @classmethod
+    def from_preset(cls, name: str | os.PathLike, trainable: bool = False, **kwargs) -> "BiLM":
+        """A shipped preset (e.g. ``"brown-small"``, see ``elmo_keras.presets``) or a pretraining output folder."""
+        from elmo_keras.presets import preset_files
+
+        files = preset_files(name)
+        return cls.from_pretrained(files["options"], files["weights"], trainable=trainable, **kwargs)
 
     def build(self, input_shape=None):
         self.char_cnn.build(None)
@@ -145,16 +173,20 @@ class BiLM(keras.layers.Layer):
         emb = self.char_cnn(ids)  # [2, P]
         return emb[0], emb[1]
 
-    def call(self, char_ids):
-        char_ids = ops.cast(char_ids, "int32")
-        mask = ops.any(char_ids > 0, axis=-1)  # [B, T]
+    def call(self, inputs):
+        if isinstance(inputs, (tuple, list)):  # (token vectors [B, T, P], mask [B, T]): e.g. from a token cache
+            return self._contextualize(*inputs)
+        char_ids = ops.cast(inputs, "int32")
+        return self._contextualize(self.char_cnn(char_ids), ops.any(char_ids > 0, axis=-1))
+
+    def _contextualize(self, token_embeddings, mask):
+        mask = ops.cast(mask, "bool")
         lengths = ops.sum(ops.cast(mask, "int32"), axis=1)
-        batch, steps = ops.shape(char_ids)[0], ops.shape(char_ids)[1]
         tf.debugging.assert_equal(
-            mask, tf.sequence_mask(lengths, steps),
+            mask, tf.sequence_mask(lengths, ops.shape(mask)[1]),
             message="elmo_keras: padding tokens (all-zero char ids) must come after the real tokens of each row")
         fmask = ops.cast(mask, self.compute_dtype)[..., None]
-        tokens = self.char_cnn(char_ids) * fmask  # [B, T, P]
+        tokens = ops.cast(token_embeddings, self.compute_dtype) * fmask  # [B, T, P]
         if self.add_sentence_boundaries:
             lstm_inputs, lstm_mask = self._add_boundaries(tokens, lengths)
         else:
@@ -173,7 +205,7 @@ class BiLM(keras.layers.Layer):
         with_bounds = ops.concatenate([ops.broadcast_to(bos, (batch, 1, p)), tokens,
                                        ops.zeros((batch, 1, p), tokens.dtype)], axis=1)
         positions = ops.arange(steps + 2)[None, :]
-        is_eos = (positions == (lengths + 1)[:, None])[..., None]
+        is_eos = ops.equal(positions, (lengths + 1)[:, None])[..., None]
         with_bounds = ops.where(is_eos, ops.broadcast_to(eos, ops.shape(with_bounds)), with_bounds)
         return with_bounds, positions < (lengths + 2)[:, None]
 
@@ -192,8 +224,9 @@ class BiLM(keras.layers.Layer):
             h_var.assign(ops.concatenate([ops.cast(h, h_var.dtype), h_var[:, batch:]], axis=1))
         return outputs
 
-    def compute_output_spec(self, char_ids):
-        batch, steps = char_ids.shape[0], char_ids.shape[1]
+    def compute_output_spec(self, inputs):
+        shape = inputs[1].shape if isinstance(inputs, (tuple, list)) else inputs.shape
+        batch, steps = shape[0], shape[1]
         dim = 2 * self.projection_dim
         return {"layers": [keras.KerasTensor((batch, steps, dim), dtype=self.compute_dtype)
                            for _ in range(self.n_layers + 1)],

@@ -30,7 +30,7 @@ class CharCNN(keras.layers.Layer):
         self.max_characters_per_token = max_characters_per_token
         self.n_filters = sum(n for _, n in self.filters)
         self.use_projection = self.n_filters != projection_dim
-        self.highway = Highway(n_highway, name="highway")
+        self.highway = Highway(n_highway, name="highway", dtype=self.dtype_policy)
 
     @property
     def output_dim(self) -> int:

@@ -52,7 +52,7 @@ class ProjectedBiLSTM(keras.layers.Layer):
 
     def zero_state(self, batch_size):
         """Zero initial state for ``batch_size`` rows: a list of (c [2, B, D], h [2, B, P])."""
-        return [(ops.zeros((2, batch_size, self.dim), self.compute_dtype),
+        return [(ops.zeros((2, batch_size, self.dim), "float32"),
                  ops.zeros((2, batch_size, self.projection_dim), self.compute_dtype))
                 for _ in range(self.n_layers)]
 
@@ -67,10 +67,12 @@ class ProjectedBiLSTM(keras.layers.Layer):
         out_ta = tf.TensorArray(h.dtype, size=steps)
 
         def body(t, c, h, out_ta):
-            gates = gates_ta.read(t) + tf.matmul(h, w_h)
+            # Matmuls in the compute dtype (bfloat16 under mixed precision); the cell state stays float32.
+            gates = tf.cast(gates_ta.read(t) + tf.matmul(h, w_h), tf.float32)
             i, j, f, o = tf.split(gates, 4, axis=-1)
             c_new = self._clip(tf.sigmoid(f + 1.0) * c + tf.sigmoid(i) * tf.tanh(j), self.cell_clip)
-            h_new = self._clip(tf.matmul(tf.sigmoid(o) * tf.tanh(c_new), w_p), self.proj_clip)
+            m_new = tf.cast(tf.sigmoid(o) * tf.tanh(c_new), h.dtype)
+            h_new = self._clip(tf.matmul(m_new, w_p), self.proj_clip)
             m = mask_ta.read(t)
             out_ta = out_ta.write(t, tf.where(m, h_new, tf.zeros_like(h_new)))
             return t + 1, tf.where(m, c_new, c), tf.where(m, h_new, h), out_ta
@@ -89,12 +91,13 @@ class ProjectedBiLSTM(keras.layers.Layer):
         if initial_state is None:
             initial_state = self.zero_state(ops.shape(inputs)[0])
         outputs, final_state = [], []
+        dtype = self.compute_dtype
         for k in range(self.n_layers):
-            kernel = ops.convert_to_tensor(self.kernels[k])
-            gates_x = ops.einsum("tdbp,dpg->tdbg", x, kernel[:, :p]) + self.biases[k][None, :, None, :]
+            kernel = ops.cast(self.kernels[k], dtype)
+            gates_x = ops.einsum("tdbp,dpg->tdbg", x, kernel[:, :p]) + ops.cast(self.biases[k], dtype)[None, :, None]
             c0, h0 = initial_state[k]
-            h_seq, state = self._recur(gates_x, m, kernel[:, p:], ops.convert_to_tensor(self.projections[k]),
-                                       c0, h0)
+            h_seq, state = self._recur(gates_x, m, kernel[:, p:], ops.cast(self.projections[k], dtype),
+                                       ops.cast(c0, "float32"), ops.cast(h0, dtype))
             if self.use_skip_connections and k > 0:
                 h_seq = ops.where(m, h_seq + x, ops.zeros_like(h_seq))
             final_state.append(state)

@@ -35,7 +35,7 @@ class SegmentedEncoder(keras.layers.Layer):
         return self.encoder.outputs[0].shape[-1]
 
     def call(self, texts, training=False):
-        tokens = split_sentences(texts)  # [B, T]
+        tokens = split_sentences(texts, min_length=1)  # [B, T]; one padding column for all-empty batches
         if self.max_tokens is None:
             return self.encoder(tokens, training=training)
         batch, steps = tf.shape(tokens)[0], tf.shape(tokens)[1]
@@ -47,7 +47,7 @@ class SegmentedEncoder(keras.layers.Layer):
                             fn_output_signature=tf.TensorSpec([None, self.output_dim], self.compute_dtype),
                             parallel_iterations=1)
         encoded = tf.transpose(encoded, [1, 0, 2])  # [B, S, 2H]
-        counts = tf.cast(tf.transpose(tf.reduce_sum(tf.cast(segments != "", tf.int32), axis=-1)),
+        counts = tf.cast(tf.transpose(tf.reduce_sum(tf.cast(tf.not_equal(segments, ""), tf.int32), axis=-1)),
                          encoded.dtype)[..., None]  # [B, S, 1] tokens per segment
         seg_max, seg_mean = tf.split(encoded, 2, axis=-1)
         present = counts > 0

@@ -1,0 +1,127 @@
+"""ElmoEmbedder: embed tokenised sentences fast (sorted batches, a token cache, optional bfloat16)."""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from elmo_keras.layers.bilm import BiLM
+from elmo_keras.text import batch_to_ids
+
+_DTYPES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "mixed_bfloat16": "mixed_bfloat16"}
+
+
+class ElmoEmbedder:
+    """The familiar ``ElmoEmbedder`` API over :class:`BiLM`.
+
+    ``embed_sentences(token_lists)`` yields float32 arrays [n_layers + 1, n_tokens, 2P] in input order;
+    internally sentences are taken in chunks, sorted by length and batched, so padding is small.
+
+    Args:
+      options_file, weight_file: the released files (or give ``bilm=`` a built BiLM).
+      dtype: "float32" (exact) or "bfloat16" (Keras ``mixed_bfloat16`` policy: bf16 matmuls, float32 weights).
+      token_cache: words whose char-CNN vectors are computed once up front (the original's token-embedding
+        dump); with ``cache_new_tokens`` every new word type is cached when first seen, up to
+        ``max_cache_size`` types. Either way the char CNN runs once per distinct word of a batch.
+      batch_size: sentences per batch; chunk_size: sentences sorted together (bounds memory and latency).
+    """
+
+    def __init__(self, options_file: dict | str | os.PathLike | None = None,
+                 weight_file: str | os.PathLike | None = None, *, bilm: BiLM | None = None,
+                 dtype: str = "float32", token_cache: Iterable[str] | None = None, cache_new_tokens: bool = True,
+                 max_cache_size: int = 1_000_000, batch_size: int = 64, chunk_size: int = 4096):
+        if dtype not in _DTYPES:
+            raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
+        if bilm is None:
+            if options_file is None or weight_file is None:
+                raise ValueError("give options_file and weight_file, or bilm=")
+            bilm = BiLM.from_pretrained(options_file, weight_file, dtype=_DTYPES[dtype])
+        if bilm.stateful:
+            raise ValueError("ElmoEmbedder needs a stateless BiLM (it reorders sentences)")
+        self.bilm = bilm
+        self.batch_size, self.chunk_size = batch_size, chunk_size
+        self.cache_new_tokens, self.max_cache_size = cache_new_tokens, max_cache_size
+        self.cache: dict[str, np.ndarray] = {}
+        chars = bilm.max_characters_per_token
+        p = bilm.projection_dim
+        self._encode = tf.function(lambda ids: bilm.char_cnn(ids),
+                                   input_signature=[tf.TensorSpec([None, chars], tf.int32)])
+        self._context = tf.function(lambda emb, mask: bilm((emb, mask))["layers"],
+                                    input_signature=[tf.TensorSpec([None, None, p], tf.float32),
+                                                     tf.TensorSpec([None, None], tf.bool)])
+        if token_cache is not None:
+            self.add_to_cache(token_cache)
+
+    @classmethod
+    def from_preset(cls, name: str, **kwargs) -> "ElmoEmbedder":
+        """Use a shipped preset (e.g. "brown-small")."""
+        from elmo_keras.presets import preset_files
+
+        files = preset_files(name)
+        return cls(files["options"], files["weights"], **kwargs)
+
+    def add_to_cache(self, words: Iterable[str], batch: int = 4096) -> None:
+        """Compute and keep the char-CNN vectors of ``words`` (a vocabulary)."""
+        words = [w for w in dict.fromkeys(words) if w not in self.cache]
+        for start in range(0, len(words), batch):
+            part = words[start:start + batch]
+            vectors = self._encode(batch_to_ids([part])[0]).numpy().astype(np.float32)
+            self.cache.update(zip(part, vectors))
+
+    def _token_vectors(self, words: Sequence[str]) -> np.ndarray:
+        """Distinct words -> [n, P] float32, from the cache or the char CNN (run once per distinct word)."""
+        missing = [w for w in words if w not in self.cache]
+        computed = {}
+        if missing:
+            vectors = self._encode(batch_to_ids([missing])[0]).numpy().astype(np.float32)
+            computed = dict(zip(missing, vectors))
+            if self.cache_new_tokens and len(self.cache) + len(missing) <= self.max_cache_size:
+                self.cache.update(computed)
+        return np.stack([self.cache[w] if w in self.cache else computed[w] for w in words])
+
+    def embed_batch(self, sentences: Sequence[Sequence[str]]) -> list[np.ndarray]:
+        """Token lists -> one float32 array [n_layers + 1, n_tokens, 2P] per sentence (same order)."""
+        if not sentences:
+            return []
+        batch_to_ids([s for s in sentences])  # validates every token (clear errors for bad input)
+        vocab = list(dict.fromkeys(t for s in sentences for t in s))
+        p = self.bilm.projection_dim
+        lengths = [len(s) for s in sentences]
+        width = max(lengths)
+        index = {w: i for i, w in enumerate(vocab)}
+        ids = np.zeros((len(sentences), width), dtype=np.int64)
+        for row, sentence in enumerate(sentences):
+            ids[row, :len(sentence)] = [index[t] for t in sentence]
+        table = self._token_vectors(vocab) if vocab else np.zeros((0, p), np.float32)
+        emb = table[ids] if width else np.zeros((len(sentences), 0, p), np.float32)
+        mask = np.arange(width)[None, :] < np.array(lengths)[:, None]
+        layers = np.stack([layer.numpy().astype(np.float32) for layer in self._context(emb, mask)], axis=1)
+        return [layers[row, :, :n] for row, n in enumerate(lengths)]
+
+    def embed_sentences(self, sentences: Iterable[Sequence[str]], batch_size: int | None = None
+                        ) -> Iterator[np.ndarray]:
+        """Yield one float32 array [n_layers + 1, n_tokens, 2P] per sentence, in input order."""
+        batch_size = batch_size or self.batch_size
+        chunk: list[Sequence[str]] = []
+        for sentence in sentences:
+            chunk.append(sentence)
+            if len(chunk) == self.chunk_size:
+                yield from self._embed_chunk(chunk, batch_size)
+                chunk = []
+        if chunk:
+            yield from self._embed_chunk(chunk, batch_size)
+
+    def _embed_chunk(self, chunk: list[Sequence[str]], batch_size: int) -> list[np.ndarray]:
+        order = sorted(range(len(chunk)), key=lambda i: len(chunk[i]))
+        out: list[np.ndarray | None] = [None] * len(chunk)
+        for start in range(0, len(order), batch_size):
+            rows = order[start:start + batch_size]
+            for row, array in zip(rows, self.embed_batch([chunk[i] for i in rows])):
+                out[row] = array
+        return out
+
+    def embed_sentence(self, sentence: Sequence[str]) -> np.ndarray:
+        """One token list -> float32 [n_layers + 1, n_tokens, 2P]."""
+        return self.embed_batch([sentence])[0]

@@ -1,0 +1,145 @@
+"""SavedModel export for TensorFlow Serving: raw strings in, predictions out, no elmo_keras needed to serve.
+
+``export_serving(model, "saved_models/NAME")`` writes ``NAME/VERSION/`` (the layout TF Serving watches)
+into a hidden temporary folder first, then renames it, so a half-written version never appears.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Sequence
+
+import keras
+import tensorflow as tf
+
+from elmo_keras.elmo import Elmo
+from elmo_keras.text import split_sentences
+
+log = logging.getLogger(__name__)
+
+KINDS = ("classifier", "multi_label", "tagger", "embedder")
+WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
+DEFAULT_WARMUP = ("The bank approved the loan .", "Hi", "")
+
+
+def model_kind(model) -> str:
+    """Guess what ``model`` is: an ``Elmo`` embedder, a tagger ([B, T, C] output), a multi-label model
+    (sigmoid output) or a classifier (softmax output)."""
+    if isinstance(model, Elmo):
+        return "embedder"
+    if not isinstance(model, keras.Model):
+        raise TypeError(f"export_serving takes a keras.Model or an Elmo layer, got {type(model).__name__}")
+    if len(model.outputs) != 1:
+        raise ValueError(f"export_serving needs a model with one output, this one has {len(model.outputs)}")
+    if len(model.outputs[0].shape) == 3:
+        return "tagger"
+    activation = getattr(model.layers[-1], "activation", None)
+    return "multi_label" if getattr(activation, "__name__", "") == "sigmoid" else "classifier"
+
+
+def _names(names: Sequence[str] | None, count: int, what: str) -> tf.Tensor:
+    names = [str(i) for i in range(count)] if names is None else [str(n) for n in names]
+    if len(names) != count:
+        raise ValueError(f"{len(names)} {what} for a model with {count} outputs")
+    return tf.constant(names)
+
+
+def _serving_fn(model, kind: str, label_names: Sequence[str] | None):
+    """The ``serving_default`` function: text [None] -> dict of outputs."""
+    if kind == "embedder":
+        if model.output_mode == "layers":
+            raise ValueError("export an Elmo with output='dict' or 'elmo' (a 'layers' Elmo has no single output)")
+
+        def serve(text):
+            out = model(text, training=False)
+            if isinstance(out, dict):
+                return {"elmo": out["elmo_representations"][0], "mask": out["mask"]}
+            return {"elmo": out, "mask": tf.reduce_any(model.char_ids(text) > 0, axis=-1)}
+        return serve
+
+    width = model.outputs[0].shape[-1]
+    if kind == "tagger":
+        tag_names = _names(label_names, width, "tag names")
+
+        def serve(text):
+            tokens = split_sentences(text, min_length=1)
+            probabilities = model(tokens, training=False)
+            tags = tf.gather(tag_names, tf.argmax(probabilities, axis=-1))
+            return {"tags": tf.where(tf.not_equal(tokens, ""), tags, ""), "probabilities": probabilities,
+                    "tokens": tokens}
+        return serve
+    if kind == "multi_label":
+        def serve(text):
+            return {"scores": model(text, training=False)}
+        return serve
+    class_names = _names(label_names, width, "class names")
+
+    def serve(text):
+        probabilities = model(text, training=False)
+        return {"probabilities": probabilities, "label": tf.gather(class_names, tf.argmax(probabilities, -1))}
+    return serve
+
+
+def next_version(base: str | os.PathLike) -> int:
+    """1 + the largest integer version folder in ``base`` (1 when there is none)."""
+    if not os.path.isdir(base):
+        return 1
+    versions = [int(d) for d in os.listdir(base) if re.fullmatch(r"\d+", d)]
+    return max(versions, default=0) + 1
+
+
+def _write_warmup(folder: str, model_name: str, texts: Sequence[str]) -> None:
+    try:
+        from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+    except ImportError:
+        log.warning("tensorflow-serving-api is not installed (pip install elmo-keras[serving]): "
+                    "no TF Serving warmup file written")
+        return
+    os.makedirs(os.path.join(folder, "assets.extra"), exist_ok=True)
+    with tf.io.TFRecordWriter(os.path.join(folder, WARMUP_FILE)) as writer:
+        for text in texts:
+            request = predict_pb2.PredictRequest(
+                model_spec=model_pb2.ModelSpec(name=model_name, signature_name="serving_default"))
+            request.inputs["text"].CopyFrom(tf.make_tensor_proto([text], dtype=tf.string))
+            log_record = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
+            writer.write(log_record.SerializeToString())
+
+
+def export_serving(model, path: str | os.PathLike, version: int | None = None,
+                   label_names: Sequence[str] | None = None, kind: str | None = None,
+                   warmup_texts: Sequence[str] | None = DEFAULT_WARMUP) -> str:
+    """Export ``model`` for TF Serving to ``path/VERSION`` and return that folder.
+
+    Signature ``serving_default``, input ``text`` (string [None]); outputs by kind:
+    classifier ``probabilities`` [None, C] + ``label`` (string [None]); multi-label ``scores`` [None, L];
+    tagger ``tags`` (string [None, T], "" at padding) + ``probabilities`` [None, T, C] + ``tokens``;
+    an ``Elmo`` embedder ``elmo`` [None, T, D] + ``mask`` [None, T].
+    ``label_names``: class or tag names (default "0", "1", ...). ``warmup_texts``: written as
+    ``assets.extra/tf_serving_warmup_requests`` (needs tensorflow-serving-api; None to skip).
+    """
+    kind = kind or model_kind(model)
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    base = os.path.abspath(os.fspath(path))
+    version = next_version(base) if version is None else int(version)
+    final = os.path.join(base, str(version))
+    if os.path.exists(final):
+        raise FileExistsError(f"{final} exists already: pick another version or remove it")
+    os.makedirs(base, exist_ok=True)
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    archive.add_endpoint("serving_default", tf.function(
+        _serving_fn(model, kind, label_names), input_signature=[tf.TensorSpec([None], tf.string, name="text")]))
+    tmp = tempfile.mkdtemp(prefix=f".tmp-{version}-", dir=base)
+    try:
+        archive.write_out(tmp, verbose=False)
+        if warmup_texts:
+            _write_warmup(tmp, os.path.basename(base), list(warmup_texts))
+        os.rename(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final

@@ -1,0 +1,105 @@
+"""HubElmo: a local TF Hub ELMo module (TF1 Hub format, or one written by export_hub_module) as a Keras 3 layer."""
+from __future__ import annotations
+
+import os
+import re
+
+import keras
+import tensorflow as tf
+
+from elmo_keras.hub_module import load_module, signature_function
+
+
+@keras.saving.register_keras_serializable(package="elmo_keras")
+class HubElmo(keras.layers.Layer):
+    """Runs a TF Hub ELMo module (e.g. google/elmo/3 extracted to a folder); nothing is downloaded.
+
+    Inputs: with ``signature="default"``, sentences string [B] (the module splits them on single spaces);
+    with ``signature="tokens"``, padded tokens string [B, T] ("" after the real tokens) or a dict
+    ``{"tokens": [B, T], "sequence_len": int32 [B]}``.
+
+    Output by ``output_key`` (P = the module's word_emb width, 2P its LSTM width):
+    ``word_emb`` [B, T, P]; ``lstm_outputs1``, ``lstm_outputs2``, ``elmo`` [B, T, 2P]; ``default`` [B, 2P]
+    (mean of elmo over the tokens); ``"layers"``: the list [word_emb twice, lstm_outputs1, lstm_outputs2],
+    each [B, T, 2P], for an :class:`elmo_keras.ScalarMix` on top. Token outputs carry their Keras mask.
+
+    The layer has no weights: the module is frozen and no gradient flows into it (TF1 modules cannot give
+    one in TF2); train a ScalarMix on ``"layers"``, or convert with ``Elmo.from_hub`` to fine-tune.
+    ``.keras`` files store ``handle``, so the module folder must exist where the model is loaded.
+    """
+
+    def __init__(self, handle: str | os.PathLike, signature: str = "default", output_key: str = "elmo",
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.handle = os.fspath(handle)
+        self.signature = signature
+        self.output_key = output_key
+        self._module = load_module(self.handle)
+        self._fn, self._input_keys = signature_function(self._module, self.handle, signature)
+        outputs = self._fn.structured_outputs
+        self._lstm_keys = sorted((k for k in outputs if re.fullmatch(r"lstm_outputs\d+", k)),
+                                 key=lambda k: int(k[len("lstm_outputs"):]))
+        valid = [k for k in outputs if k != "sequence_len"] + ["layers"]
+        if output_key not in valid:
+            raise ValueError(f"output_key must be one of {valid} (outputs of module {self.handle!r}), "
+                             f"got {output_key!r}")
+        self._dims = None
+
+    def _run(self, inputs) -> dict:
+        if self.signature == "default":
+            sentences = tf.convert_to_tensor(inputs, tf.string)
+            if sentences.shape.rank != 1:
+                raise ValueError(f"signature 'default' takes sentences, string [batch]; got shape {sentences.shape}")
+            return self._fn(**{self._input_keys[0]: sentences})
+        if isinstance(inputs, dict):
+            tokens, lengths = inputs["tokens"], tf.cast(inputs["sequence_len"], tf.int32)
+        else:
+            tokens = tf.convert_to_tensor(inputs, tf.string)
+            lengths = tf.reduce_sum(tf.cast(tf.strings.length(tokens) > 0, tf.int32), axis=-1)
+        if tokens.shape.rank != 2:
+            raise ValueError(f"signature 'tokens' takes padded tokens, string [batch, max_len]; got {tokens.shape}")
+        return self._fn(tokens=tf.convert_to_tensor(tokens, tf.string), sequence_len=lengths)
+
+    def call(self, inputs):
+        out = {k: tf.stop_gradient(v) for k, v in self._run(inputs).items()}
+        word_emb = out["word_emb"]
+        mask = tf.sequence_mask(out["sequence_len"], tf.shape(word_emb)[1])
+        if self.output_key == "layers":
+            result = [tf.concat([word_emb, word_emb], axis=-1)] + [out[k] for k in self._lstm_keys]
+        else:
+            result = [out[self.output_key]]
+        result = [tf.cast(t, self.compute_dtype) for t in result]
+        for tensor in result:
+            if tensor.shape.rank == 3:
+                tensor._keras_mask = mask  # the Keras mask, read by the layers stacked on top
+        return result if self.output_key == "layers" else result[0]
+
+    def compute_mask(self, inputs, mask=None):
+        # Token outputs get their mask attached in call() (from the module's sequence_len).
+        return None
+
+    def output_dims(self) -> dict[str, int]:
+        """Last dimension of each output; from the signature, or from one call when it does not say."""
+        if self._dims is None:
+            dims = {k: spec.shape[-1] for k, spec in self._fn.structured_outputs.items() if k != "sequence_len"}
+            if any(d is None for d in dims.values()):
+                probe = tf.constant(["a"]) if self.signature == "default" else tf.constant([["a"]])
+                dims = {k: v.shape[-1] for k, v in self._run(probe).items() if k != "sequence_len"}
+            self._dims = dims
+        return self._dims
+
+    def compute_output_spec(self, inputs):
+        tokens = inputs["tokens"] if isinstance(inputs, dict) else inputs
+        batch = tokens.shape[0]
+        steps = tokens.shape[1] if len(tokens.shape) == 2 else None
+        dims = self.output_dims()
+        if self.output_key == "default":
+            return keras.KerasTensor((batch, dims["default"]), dtype=self.compute_dtype)
+        if self.output_key == "layers":
+            widths = [2 * dims["word_emb"]] + [dims[k] for k in self._lstm_keys]
+            return [keras.KerasTensor((batch, steps, width), dtype=self.compute_dtype) for width in widths]
+        return keras.KerasTensor((batch, steps, dims[self.output_key]), dtype=self.compute_dtype)
+
+    def get_config(self):
+        return {**super().get_config(), "handle": self.handle, "signature": self.signature,
+                "output_key": self.output_key}

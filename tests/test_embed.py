@@ -1,0 +1,68 @@
+"""ElmoEmbedder: same vectors as the BiLM, input order kept, token cache exact, bfloat16 close."""
+import numpy as np
+import pytest
+
+import elmo_keras as ek
+from elmo_keras.embed import ElmoEmbedder
+
+SENTENCES = [["The", "bank", "approved", "the", "loan", "."], ["Hi"], ["He", "sat", "on", "the", "bank"],
+             ["a"] * 25, ["Ünïcode", "😀", "x" * 60], ["the", "loan"]]
+
+
+@pytest.fixture(scope="module")
+def reference(fixture_files):
+    bilm = ek.BiLM.from_pretrained(*fixture_files)
+    out = []
+    for sentence in SENTENCES:
+        layers = bilm(ek.batch_to_ids([sentence]))["layers"]
+        out.append(np.stack([np.asarray(layer)[0] for layer in layers]))
+    return out
+
+
+def test_embed_sentences_matches_bilm_in_input_order(fixture_files, reference):
+    embedder = ElmoEmbedder(*fixture_files, batch_size=2, chunk_size=4, cache_new_tokens=False)
+    got = list(embedder.embed_sentences(SENTENCES))
+    assert len(got) == len(SENTENCES)
+    for g, r in zip(got, reference):
+        assert g.dtype == np.float32 and g.shape == r.shape
+        np.testing.assert_allclose(g, r, atol=1e-6)
+    assert embedder.cache == {}
+
+
+def test_token_cache_gives_the_same_vectors(fixture_files, reference):
+    vocabulary = {t for s in SENTENCES for t in s}
+    embedder = ElmoEmbedder(*fixture_files, token_cache=sorted(vocabulary), batch_size=3)
+    assert set(embedder.cache) == vocabulary
+    for g, r in zip(embedder.embed_sentences(SENTENCES), reference):
+        np.testing.assert_allclose(g, r, atol=1e-6)
+    dynamic = ElmoEmbedder(*fixture_files)
+    first = list(dynamic.embed_sentences(SENTENCES))
+    assert set(dynamic.cache) == vocabulary  # new words are cached when first seen
+    for a, b in zip(first, dynamic.embed_sentences(SENTENCES)):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_bfloat16_is_close_to_float32(fixture_files, reference):
+    embedder = ElmoEmbedder(*fixture_files, dtype="bfloat16")
+    for g, r in zip(embedder.embed_sentences(SENTENCES), reference):
+        top_g, top_r = g[-1], r[-1]
+        cos = (top_g * top_r).sum(-1) / (np.linalg.norm(top_g, axis=-1) * np.linalg.norm(top_r, axis=-1))
+        assert cos.min() >= 0.99, cos.min()
+
+
+def test_single_sentence_and_empty_input(fixture_files, reference):
+    embedder = ElmoEmbedder(*fixture_files)
+    np.testing.assert_allclose(embedder.embed_sentence(SENTENCES[0]), reference[0], atol=1e-6)
+    assert embedder.embed_batch([]) == []
+    assert list(embedder.embed_sentences([])) == []
+    assert embedder.embed_batch([[]])[0].shape == (3, 0, 32)
+
+
+def test_bad_input(fixture_files):
+    embedder = ElmoEmbedder(*fixture_files)
+    with pytest.raises(TypeError, match="tokenize"):
+        embedder.embed_batch(["a sentence"])
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        ElmoEmbedder(*fixture_files, dtype="float16")
+    with pytest.raises(ValueError, match="stateless"):
+        ElmoEmbedder(bilm=ek.BiLM.from_pretrained(*fixture_files, stateful=True))
