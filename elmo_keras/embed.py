@@ -26,12 +26,15 @@ class ElmoEmbedder:
         dump); with ``cache_new_tokens`` every new word type is cached when first seen, up to
         ``max_cache_size`` types. Either way the char CNN runs once per distinct word of a batch.
       batch_size: sentences per batch; chunk_size: sentences sorted together (bounds memory and latency).
+      jit_compile: run the LSTMs with XLA; batches are then padded to ``batch_size`` rows and a multiple of
+        ``length_multiple`` tokens (masked, so results do not change) to bound the number of compilations.
     """
 
     def __init__(self, options_file: dict | str | os.PathLike | None = None,
                  weight_file: str | os.PathLike | None = None, *, bilm: BiLM | None = None,
                  dtype: str = "float32", token_cache: Iterable[str] | None = None, cache_new_tokens: bool = True,
-                 max_cache_size: int = 1_000_000, batch_size: int = 64, chunk_size: int = 4096):
+                 max_cache_size: int = 1_000_000, batch_size: int = 64, chunk_size: int = 4096,
+                 jit_compile: bool = False, length_multiple: int = 8):
         if dtype not in _DTYPES:
             raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
         if bilm is None:
@@ -42,6 +45,7 @@ class ElmoEmbedder:
             raise ValueError("ElmoEmbedder needs a stateless BiLM (it reorders sentences)")
         self.bilm = bilm
         self.batch_size, self.chunk_size = batch_size, chunk_size
+        self.jit_compile, self.length_multiple = jit_compile, length_multiple
         self.cache_new_tokens, self.max_cache_size = cache_new_tokens, max_cache_size
         self.cache: dict[str, np.ndarray] = {}
         chars = bilm.max_characters_per_token
@@ -50,7 +54,8 @@ class ElmoEmbedder:
                                    input_signature=[tf.TensorSpec([None, chars], tf.int32)])
         self._context = tf.function(lambda emb, mask: bilm((emb, mask))["layers"],
                                     input_signature=[tf.TensorSpec([None, None, p], tf.float32),
-                                                     tf.TensorSpec([None, None], tf.bool)])
+                                                     tf.TensorSpec([None, None], tf.bool)],
+                                    jit_compile=jit_compile)
         if token_cache is not None:
             self.add_to_cache(token_cache)
 
@@ -89,14 +94,17 @@ class ElmoEmbedder:
         vocab = list(dict.fromkeys(t for s in sentences for t in s))
         p = self.bilm.projection_dim
         lengths = [len(s) for s in sentences]
-        width = max(lengths)
+        width, rows = max(lengths), len(sentences)
+        if self.jit_compile:  # fixed shapes: few XLA compilations
+            width = -(-max(width, 1) // self.length_multiple) * self.length_multiple
+            rows = max(rows, self.batch_size)
         index = {w: i for i, w in enumerate(vocab)}
-        ids = np.zeros((len(sentences), width), dtype=np.int64)
+        ids = np.zeros((rows, width), dtype=np.int64)
         for row, sentence in enumerate(sentences):
             ids[row, :len(sentence)] = [index[t] for t in sentence]
         table = self._token_vectors(vocab) if vocab else np.zeros((0, p), np.float32)
-        emb = table[ids] if width else np.zeros((len(sentences), 0, p), np.float32)
-        mask = np.arange(width)[None, :] < np.array(lengths)[:, None]
+        emb = table[ids] if width and len(table) else np.zeros((rows, width, p), np.float32)
+        mask = np.arange(width)[None, :] < np.array(lengths + [0] * (rows - len(lengths)))[:, None]
         layers = np.stack([layer.numpy().astype(np.float32) for layer in self._context(emb, mask)], axis=1)
         return [layers[row, :, :n] for row, n in enumerate(lengths)]
 

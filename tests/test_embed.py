@@ -66,3 +66,9 @@ def test_bad_input(fixture_files):
         ElmoEmbedder(*fixture_files, dtype="float16")
     with pytest.raises(ValueError, match="stateless"):
         ElmoEmbedder(bilm=ek.BiLM.from_pretrained(*fixture_files, stateful=True))
+
+
+def test_xla_path_gives_the_same_vectors(fixture_files, reference):
+    embedder = ElmoEmbedder(*fixture_files, jit_compile=True, batch_size=4, length_multiple=8)
+    for g, r in zip(embedder.embed_sentences(SENTENCES[:3]), reference[:3]):
+        np.testing.assert_allclose(g, r, atol=1e-5)
