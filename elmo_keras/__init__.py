@@ -9,10 +9,11 @@ from elmo_keras.layers import (BiLM, CharCNN, Highway, HubElmo, LayerConcat, Lay
 from elmo_keras.options import RELEASED_OPTIONS, load_options
 from elmo_keras.text import batch_to_ids, tokenize
 from elmo_keras.weights import save_weights_hdf5
+from elmo_keras import lm, presets  # noqa: E402  (pretraining; shipped presets)
 
 __version__ = "0.1.0"
 
 __all__ = ["BiLM", "CharCNN", "Elmo", "ElmoEmbedder", "Highway", "HubElmo", "LayerConcat", "LayerFusion",
            "MaskedPooling", "ProjectedBiLSTM", "RELEASED_OPTIONS", "ScalarMix", "SegmentedEncoder",
-           "batch_to_ids", "callbacks", "export_hub_module", "export_serving", "load_options", "metrics",
-           "models", "save_weights_hdf5", "tokenize", "__version__"]
+           "batch_to_ids", "callbacks", "export_hub_module", "export_serving", "load_options", "lm", "metrics",
+           "models", "presets", "save_weights_hdf5", "tokenize", "__version__"]

@@ -93,6 +93,9 @@ def write_weights_hdf5(arrays: dict[str, np.ndarray], path: str | os.PathLike) -
         with h5py.File(tmp, "w") as f:
             for name, value in arrays.items():
                 f.create_dataset(name, data=np.asarray(value, dtype=np.float32))
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600 files; give the usual permissions
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -1,0 +1,202 @@
+"""BiLanguageModel: our BiLM (char CNN + projected biLSTMs) + a softmax over words shared by both directions."""
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from elmo_keras.layers.bilm import BiLM
+from elmo_keras.lm.vocab import Vocabulary
+from elmo_keras.options import load_options, normalize_options
+from elmo_keras.weights import read_weights_hdf5, write_weights_hdf5
+
+SOFTMAX_W, SOFTMAX_B = "softmax/W", "softmax/b"  # names in bilm-tf checkpoints and in our softmax hdf5
+
+
+@keras.saving.register_keras_serializable(package="elmo_keras")
+class Perplexity(keras.metrics.Metric):
+    """exp(total negative log-likelihood / number of predicted tokens), summed over replicas."""
+
+    def __init__(self, name: str = "perplexity", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.total = self.add_variable(shape=(), initializer="zeros", name="total")
+        self.count = self.add_variable(shape=(), initializer="zeros", name="count")
+
+    def update_state(self, nll_sum, count):
+        self.total.assign_add(tf.cast(nll_sum, self.total.dtype))
+        self.count.assign_add(tf.cast(count, self.count.dtype))
+
+    def result(self):
+        return tf.exp(tf.math.divide_no_nan(self.total, self.count))
+
+
+@keras.saving.register_keras_serializable(package="elmo_keras")
+class BiLanguageModel(keras.Model):
+    """Bidirectional LM for pretraining ELMo.
+
+    Input: char ids int32 [B, T, C] that already hold ``<S>``/``</S>`` rows (see :mod:`elmo_keras.lm.data`).
+    ``call`` returns the top LSTM layer per direction, ``{"forward": [B, T, P], "backward": [B, T, P]}``
+    (after dropout when training); ``y`` for ``fit`` is ``(forward_targets [B, T], backward_targets [B, T])``
+    with -1 where there is no target. Loss = mean of the forward and backward token-mean cross entropies
+    (normalised by the global token count, so replicas and a single process compute the same gradient).
+    ``n_sampled`` > 0 uses a sampled softmax (log-uniform sampler, remove accidental hits) in training;
+    evaluation and :meth:`perplexity` always use the full softmax.
+    """
+
+    def __init__(self, options: dict, vocab: Vocabulary | Sequence[str] | str | os.PathLike, n_sampled: int = 0,
+                 dropout: float = 0.1, **kwargs):
+        super().__init__(**kwargs)
+        self.options = normalize_options(options)
+        if isinstance(vocab, (str, os.PathLike)):
+            vocab = Vocabulary.load(vocab)
+        self.vocab = vocab if isinstance(vocab, Vocabulary) else Vocabulary(vocab)
+        self.n_tokens_vocab = len(self.vocab)
+        if not 0 <= n_sampled < self.n_tokens_vocab:
+            raise ValueError(f"n_sampled must be in [0, vocabulary size {self.n_tokens_vocab}), got {n_sampled}")
+        self.n_sampled, self.dropout_rate = n_sampled, dropout
+        self.bilm = BiLM(self.options, add_sentence_boundaries=False, trainable=True, name="bilm")
+        self.dropout = keras.layers.Dropout(dropout)
+        self.projection_dim = self.options["lstm"]["projection_dim"]
+        self.forward_perplexity = Perplexity(name="forward_ppl")
+        self.backward_perplexity = Perplexity(name="backward_ppl")
+        self.token_count = keras.metrics.Sum(name="tokens")  # predicted tokens per direction, this epoch
+
+    def build(self, input_shape=None):
+        self.bilm.build(None)
+        init = keras.initializers.RandomNormal(stddev=self.projection_dim**-0.5)
+        self.softmax_w = self.add_weight(name="softmax_w", shape=(self.n_tokens_vocab, self.projection_dim),
+                                         initializer=init)
+        self.softmax_b = self.add_weight(name="softmax_b", shape=(self.n_tokens_vocab,), initializer="zeros")
+        self.dropout.build(None)
+        self.built = True
+
+    def train_step(self, data):
+        return self._multi_worker_logs(super().train_step(data))
+
+    def test_step(self, data):
+        return self._multi_worker_logs(super().test_step(data))
+
+    def _multi_worker_logs(self, logs: dict) -> dict:
+        # Keras 3.15 reduces step logs across workers with strategy.reduce("MEAN", v, axis=0), which fails on
+        # scalars; give it [1]-shaped values there (all workers hold the same, already global, metric values).
+        if isinstance(self.distribute_strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            return {key: tf.reshape(value, [1]) for key, value in logs.items()}
+        return logs
+
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        # Keras 3.15's version first reduces ("MEAN") a whole input batch across replicas, which fails under
+        # MultiWorkerMirroredStrategy (int char ids; per-worker shapes). All this model needs is build() and
+        # the optimizer's variables.
+        if not self.built:
+            self.build()
+        if self.optimizer is not None and not self.optimizer.built:
+            with self.distribute_strategy.scope():
+                self.optimizer.build(self.trainable_variables)
+
+    def call(self, char_ids, training=False):
+        top = self.bilm(char_ids)["layers"][-1]
+        top = self.dropout(top, training=training)
+        return {"forward": top[..., : self.projection_dim], "backward": top[..., self.projection_dim :]}
+
+    # -- loss and metrics ----------------------------------------------------------------------------------
+    def token_nll(self, hidden, targets, training: bool = False):
+        """Summed negative log-likelihood (float32 scalar) and count of targets >= 0 (float32)."""
+        valid = targets >= 0
+        h = tf.cast(tf.boolean_mask(hidden, valid), tf.float32)  # [N, P]; the softmax runs in float32
+        t = tf.cast(tf.boolean_mask(targets, valid), tf.int64)
+        w, b = tf.cast(self.softmax_w, tf.float32), tf.cast(self.softmax_b, tf.float32)
+        if training and self.n_sampled:
+            nll = tf.nn.sampled_softmax_loss(w, b, t[:, None], h, num_sampled=self.n_sampled,
+                                             num_classes=self.n_tokens_vocab)
+        else:
+            nll = tf.nn.sparse_softmax_cross_entropy_with_logits(t, tf.matmul(h, w, transpose_b=True) + b)
+        return tf.reduce_sum(nll), tf.cast(tf.shape(t)[0], tf.float32)
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        forward_targets, backward_targets = y
+        f_sum, f_count = self.token_nll(y_pred["forward"], forward_targets, training)
+        b_sum, b_count = self.token_nll(y_pred["backward"], backward_targets, training)
+        self.forward_perplexity.update_state(f_sum, f_count)
+        self.backward_perplexity.update_state(b_sum, b_count)
+        self.token_count.update_state(f_count)
+        counts = tf.stop_gradient(tf.stack([f_count, b_count]))
+        context = tf.distribute.get_replica_context()
+        if context is not None and context.num_replicas_in_sync > 1:
+            counts = context.all_reduce(tf.distribute.ReduceOp.SUM, counts)
+        counts = tf.maximum(counts, 1.0)
+        loss = 0.5 * (f_sum / counts[0] + b_sum / counts[1])
+        return loss + sum(self.losses) if self.losses else loss
+
+    # -- evaluation ----------------------------------------------------------------------------------------
+    def perplexity(self, sentences: Sequence[str | Sequence[str]], batch_size: int = 32) -> dict[str, float]:
+        """Full-softmax perplexity per direction on held-out sentences (strings or token lists).
+
+        Counts every predicted token, ``</S>`` (forward) / ``<S>`` (backward) and ``<UNK>`` included.
+        """
+        from elmo_keras.lm.data import sentences_dataset
+
+        if not len(sentences):
+            raise ValueError("perplexity() needs at least one sentence")
+        sums = np.zeros(4)
+        for chars, (fwd, bwd) in sentences_dataset(sentences, self.vocab, batch_size,
+                                                   self.bilm.max_characters_per_token):
+            sums += [float(v) for v in self._eval_batch(chars, fwd, bwd)]
+        return {"forward": float(np.exp(sums[0] / sums[1])), "backward": float(np.exp(sums[2] / sums[3]))}
+
+    @tf.function(reduce_retracing=True)
+    def _eval_batch(self, chars, fwd, bwd):
+        out = self(chars, training=False)
+        return (*self.token_nll(out["forward"], fwd), *self.token_nll(out["backward"], bwd))
+
+    # -- weights ---------------------------------------------------------------------------------------------
+    def softmax_arrays(self) -> dict[str, np.ndarray]:
+        return {SOFTMAX_W: keras.ops.convert_to_numpy(self.softmax_w),
+                SOFTMAX_B: keras.ops.convert_to_numpy(self.softmax_b)}
+
+    def save_softmax_hdf5(self, path: str | os.PathLike) -> None:
+        """Write ``softmax/W`` [V, P] and ``softmax/b`` [V] (atomically)."""
+        write_weights_hdf5(self.softmax_arrays(), path)
+
+    def load_softmax_hdf5(self, path: str | os.PathLike) -> None:
+        import h5py
+
+        with h5py.File(path, "r") as f:
+            for name, var in ((SOFTMAX_W, self.softmax_w), (SOFTMAX_B, self.softmax_b)):
+                if name not in f:
+                    raise KeyError(f"softmax file {os.fspath(path)!r} has no dataset '{name}'")
+                if tuple(f[name].shape) != tuple(var.shape):
+                    raise ValueError(f"softmax file {os.fspath(path)!r}: '{name}' has shape {f[name].shape}, "
+                                     f"expected {tuple(var.shape)} (vocabulary size x projection_dim)")
+                var.assign(np.asarray(f[name][...], dtype=np.float32))
+
+    @classmethod
+    def from_pretrained(cls, options_file: dict | str | os.PathLike, weight_file: str | os.PathLike,
+                        vocab: Vocabulary | Sequence[str] | str | os.PathLike,
+                        softmax_file: str | os.PathLike | None = None, **kwargs) -> "BiLanguageModel":
+        """Released-layout biLM weights (+ optionally our softmax hdf5) -> a model to continue training.
+
+        Without ``softmax_file`` the softmax starts from random (e.g. a new vocabulary for domain adaptation).
+        """
+        options = load_options(options_file)
+        arrays = read_weights_hdf5(weight_file, options)
+        model = cls(options, vocab, **kwargs)
+        model.build()
+        model.bilm.set_weight_arrays(arrays)
+        if softmax_file is not None:
+            model.load_softmax_hdf5(softmax_file)
+        return model
+
+    @classmethod
+    def from_preset(cls, name: str, **kwargs) -> "BiLanguageModel":
+        """A shipped preset (e.g. ``"brown-small"``) or a pretraining output folder, softmax included."""
+        from elmo_keras.presets import preset_files
+
+        files = preset_files(name)
+        return cls.from_pretrained(files["options"], files["weights"], files["vocab"], files["softmax"], **kwargs)
+
+    def get_config(self):
+        return {**super().get_config(), "options": self.options, "vocab": self.vocab.tokens,
+                "n_sampled": self.n_sampled, "dropout": self.dropout_rate}
