@@ -1,0 +1,200 @@
+"""The ``elmo-keras`` command. Subcommands register themselves in :data:`COMMANDS` (name -> (add_arguments, run)).
+
+    elmo-keras pretrain --train FILES --valid FILE --options OPTIONS.json --out DIR [--epochs N]
+    elmo-keras embed INPUT.txt OUTPUT.hdf5 (--preset NAME | --options F --weights F) [--layers all|top|average]
+    elmo-keras train [--data ag_news|FILE.csv] (--preset NAME | ...) [--head bigru] [--export saved_models/NAME]
+    elmo-keras export MODEL.keras --out saved_models/NAME
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+
+def _pretrain_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--train", nargs="+", required=True, metavar="FILE",
+                        help="training text files, one tokenised sentence per line")
+    parser.add_argument("--valid", metavar="FILE", help="held-out text file for validation perplexity")
+    parser.add_argument("--options", required=True, metavar="OPTIONS.json",
+                        help="biLM options (char_cnn, lstm) + training settings, see elmo_keras.lm.TRAIN_DEFAULTS")
+    parser.add_argument("--out", required=True, metavar="DIR", help="output folder; re-running resumes")
+    parser.add_argument("--epochs", type=int, help="number of epochs (default: n_epochs in the options)")
+    parser.add_argument("--init-from", metavar="PRESET_OR_DIR", help="continue training from these weights")
+    parser.add_argument("--steps-per-epoch", type=int, help="limit each epoch to this many batches")
+    parser.add_argument("--strategy", choices=("default", "mirrored", "multiworker"), default="default",
+                        help="tf.distribute strategy (multiworker reads TF_CONFIG)")
+    parser.add_argument("--mixed-precision", choices=("float32", "mixed_bfloat16", "mixed_float16"),
+                        default="float32", help="Keras dtype policy")
+
+
+def _run_pretrain(args: argparse.Namespace) -> int:
+    import tensorflow as tf
+    import keras
+
+    # MultiWorkerMirroredStrategy must be created before any other TensorFlow op.
+    strategy = {"default": tf.distribute.get_strategy, "mirrored": tf.distribute.MirroredStrategy,
+                "multiworker": tf.distribute.MultiWorkerMirroredStrategy}[args.strategy]()
+    keras.mixed_precision.set_global_policy(args.mixed_precision)
+    from elmo_keras.lm.train import pretrain
+
+    _, state = pretrain(args.train, args.valid, args.options, args.out, epochs=args.epochs, strategy=strategy,
+                        init_from=args.init_from, steps_per_epoch=args.steps_per_epoch,
+                        verbose=2 if not sys.stdout.isatty() else "auto")
+    tps = state["tokens_per_second"]
+    if tps:
+        print(f"training throughput: median {sorted(tps)[len(tps) // 2]:.0f} tokens/s over {len(tps)} epoch(s)")
+    if "valid_perplexity" in state:
+        ppl = state["valid_perplexity"]
+        print(f"validation perplexity: forward {ppl['forward']:.2f}, backward {ppl['backward']:.2f}")
+    print(f"weights: {os.path.join(args.out, 'weights.hdf5')}")
+    return 0
+
+
+def _model_source_arguments(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--preset", metavar="NAME", help="a shipped preset, e.g. brown-small")
+    source.add_argument("--options", metavar="OPTIONS.json", help="options.json of a released/pretrained biLM")
+    parser.add_argument("--weights", metavar="WEIGHTS.hdf5", help="weights that go with --options")
+
+
+def _model_files(args: argparse.Namespace) -> tuple[str, str]:
+    if args.preset:
+        from elmo_keras.presets import preset_files
+
+        files = preset_files(args.preset)
+        return files["options"], files["weights"]
+    if not args.weights:
+        raise SystemExit("elmo-keras: error: --options needs --weights")
+    return args.options, args.weights
+
+
+def _embed_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("input", metavar="INPUT.txt", help="one tokenised sentence per line (split on whitespace)")
+    parser.add_argument("output", metavar="OUTPUT", help="OUTPUT.hdf5, or a folder with --format npy")
+    _model_source_arguments(parser)
+    parser.add_argument("--layers", choices=("all", "top", "average"), default="all",
+                        help="all: [n_layers+1, T, D] per line; top: [T, D]; average: [T, D] mean of the layers")
+    parser.add_argument("--format", choices=("hdf5", "npy"), default="hdf5")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    parser.add_argument("--long", type=int, default=400, metavar="N",
+                        help="report lines longer than N tokens (they are embedded in full)")
+
+
+def _run_embed(args: argparse.Namespace) -> int:
+    from elmo_keras.embed import ElmoEmbedder
+    from elmo_keras.embed import embed_file
+
+    options, weights = _model_files(args)
+    embedder = ElmoEmbedder(options, weights, dtype=args.dtype, batch_size=args.batch_size)
+    report = embed_file(embedder, args.input, args.output, layers=args.layers, fmt=args.format,
+                        long_line=args.long)
+    print(report)
+    return 0
+
+
+def _train_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", default="ag_news",
+                        help="'ag_news' (bundled, fixed split) or a CSV file with a header row")
+    parser.add_argument("--test", metavar="CSV", help="test CSV (default: a stratified 20%% of --data)")
+    parser.add_argument("--text-column", default="text")
+    parser.add_argument("--label-column", default="label")
+    parser.add_argument("--multi-label", action="store_true", help="labels are lists separated by --label-separator")
+    parser.add_argument("--label-separator", default="|")
+    _model_source_arguments(parser)
+    parser.add_argument("--head", choices=("bigru", "bilstm_bigru", "pool"), default="bigru")
+    parser.add_argument("--mix", choices=("trainable", "fixed", "mlp", "top", "average", "concat"),
+                        default="trainable")
+    parser.add_argument("--mix-weights", help="comma-separated weights for --mix fixed, e.g. 0.45,0.15,0.40")
+    parser.add_argument("--units", type=int, default=64)
+    parser.add_argument("--max-tokens", type=int, help="encode long texts in segments of at most N tokens")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--learning-rate", type=float, default=2e-3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default="model.keras", metavar="MODEL.keras")
+    parser.add_argument("--export", metavar="saved_models/NAME", help="also export for TF Serving")
+
+
+def _run_train(args: argparse.Namespace) -> int:
+    import json
+
+    import keras
+
+    from elmo_keras.train_task import load_task, train_and_evaluate
+
+    keras.utils.set_random_seed(args.seed)
+    task = load_task(args.data, args.test, args.text_column, args.label_column, args.multi_label,
+                     args.label_separator, args.seed)
+    options, weights = _model_files(args)
+    mix_weights = [float(w) for w in args.mix_weights.split(",")] if args.mix_weights else None
+    model, scores = train_and_evaluate(task, options, weights, head=args.head, mix=args.mix,
+                                       mix_weights=mix_weights, units=args.units, max_tokens=args.max_tokens,
+                                       epochs=args.epochs, batch_size=args.batch_size,
+                                       learning_rate=args.learning_rate)
+    print("test: " + ", ".join(f"{k} {v:.4f}" for k, v in scores.items()))
+    model.save(args.out)
+    with open(args.out + ".labels.json", "w", encoding="utf-8") as f:
+        json.dump(task.class_names, f)
+    print(f"model: {args.out}")
+    if args.export:
+        from elmo_keras.export import export_serving
+
+        print(f"exported: {export_serving(model, args.export, label_names=task.class_names)}")
+    return 0
+
+
+def _export_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", metavar="MODEL.keras")
+    parser.add_argument("--out", required=True, metavar="saved_models/NAME")
+    parser.add_argument("--version", type=int, help="version folder (default: the next integer)")
+    parser.add_argument("--labels", help="comma-separated class/tag names (default: MODEL.keras.labels.json)")
+
+
+def _run_export(args: argparse.Namespace) -> int:
+    import json
+
+    import keras
+
+    import elmo_keras  # noqa: F401  (registers the layers for loading)
+    from elmo_keras.export import export_serving
+
+    if not os.path.exists(args.model):
+        raise SystemExit(f"elmo-keras: error: model file not found: {args.model}")
+    labels = args.labels.split(",") if args.labels else None
+    sidecar = args.model + ".labels.json"
+    if labels is None and os.path.exists(sidecar):
+        with open(sidecar, encoding="utf-8") as f:
+            labels = json.load(f)
+    model = keras.models.load_model(args.model, safe_mode=True)
+    print(export_serving(model, args.out, version=args.version, label_names=labels))
+    return 0
+
+
+#: subcommand name -> (help, add_arguments(parser), run(args) -> exit code)
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {
+    "pretrain": ("pretrain or continue training a biLM", _pretrain_arguments, _run_pretrain),
+    "embed": ("embed a file of tokenised sentences to hdf5 or .npy", _embed_arguments, _run_embed),
+    "train": ("train and evaluate a classifier over ELMo, save it, optionally export it", _train_arguments,
+              _run_train),
+    "export": ("export a saved .keras model for TensorFlow Serving", _export_arguments, _run_export),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="elmo-keras", description="ELMo for Keras 3")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (help_text, add_arguments, run) in COMMANDS.items():
+        add_arguments(sub.add_parser(name, help=help_text, description=help_text))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return COMMANDS[args.command][2](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
