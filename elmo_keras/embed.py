@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from elmo_keras.layers.bilm import BiLM
-from elmo_keras.text import batch_to_ids
+from elmo_keras.text import batch_to_ids, encode_token_lists
 
 _DTYPES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "mixed_bfloat16": "mixed_bfloat16"}
 
@@ -94,7 +94,7 @@ class ElmoEmbedder:
         """Token lists -> one float32 array [n_layers + 1, n_tokens, 2P] per sentence (same order)."""
         if not sentences:
             return []
-        batch_to_ids([s for s in sentences])  # validates every token (clear errors for bad input)
+        encode_token_lists(sentences)  # checks every token (clear errors), without building char ids twice
         vocab = list(dict.fromkeys(t for s in sentences for t in s))
         p = self.bilm.projection_dim
         lengths = [len(s) for s in sentences]

@@ -80,22 +80,29 @@ def batch_to_ids(
 
     No ``<S>``/``</S>``: the model adds them. Rows past a sentence's end are all zeros.
     """
-    if isinstance(batch, (str, bytes)):
-        raise TypeError("batch_to_ids() takes a list of token lists, e.g. [['Hello', 'world']]; got a string")
     if max_characters_per_token < 3:
         raise ValueError(f"max_characters_per_token must be >= 3, got {max_characters_per_token}")
+    encoded = encode_token_lists(batch)
+    max_len = max((len(s) for s in encoded), default=0)
+    ids = np.zeros((len(encoded), max_len, max_characters_per_token), dtype=np.int32)
+    for i, sentence in enumerate(encoded):
+        for j, data in enumerate(sentence):
+            ids[i, j] = _char_ids_for_bytes(data, max_characters_per_token)
+    return ids
+
+
+def encode_token_lists(batch: Sequence[Sequence[str]]) -> list[list[bytes]]:
+    """Check token lists and return each token's UTF-8 bytes; clear errors for strings, empty or bad tokens."""
+    if isinstance(batch, (str, bytes)):
+        raise TypeError("batch_to_ids() takes a list of token lists, e.g. [['Hello', 'world']]; got a string")
     sentences = list(batch)
     for i, sentence in enumerate(sentences):
         if isinstance(sentence, (str, bytes)):
             raise TypeError(
                 f"sentence {i} is a string; pass token lists (use elmo_keras.tokenize(text) to split on whitespace)"
             )
-    max_len = max((len(s) for s in sentences), default=0)
-    ids = np.zeros((len(sentences), max_len, max_characters_per_token), dtype=np.int32)
-    for i, sentence in enumerate(sentences):
-        for j, token in enumerate(sentence):
-            ids[i, j] = _char_ids_for_bytes(_token_bytes(token, f"{j} of sentence {i}"), max_characters_per_token)
-    return ids
+    return [[_token_bytes(token, f"{j} of sentence {i}") for j, token in enumerate(sentence)]
+            for i, sentence in enumerate(sentences)]
 
 
 # ----------------------------------------------------------------------------------------------------------
