@@ -6,14 +6,15 @@ from collections.abc import Sequence
 import keras
 import numpy as np
 
-from elmo_keras.layers.fusion import make_layer_mixer
+from elmo_keras.layers.fusion import UnstackLayers, make_layer_mixer
 from elmo_keras.layers.pooling import MaskedPooling
 from elmo_keras.layers.segments import SegmentedEncoder
 from elmo_keras.metrics import MultiLabelBinaryCrossentropy, MultiLabelF1, PrecisionAtK, pad_label_indices
 
 HEADS = ("bigru", "bilstm_bigru", "pool")
 
-__all__ = ["HEADS", "pad_label_indices", "pad_tokens", "sequence_tagger", "text_classifier"]
+__all__ = ["HEADS", "features_classifier", "pad_label_indices", "pad_tokens", "sequence_tagger",
+           "text_classifier"]
 
 
 def pad_tokens(sentences: Sequence[Sequence[str]]):
@@ -71,10 +72,7 @@ def text_classifier(embedder: keras.layers.Layer, num_classes: int, head: str = 
     max_tokens: encode long texts in segments of at most this many tokens (see :class:`SegmentedEncoder`).
     Compiled with Adam(learning_rate); compile again to change optimizer, loss or metrics.
     """
-    if head not in HEADS:
-        raise ValueError(f"head must be one of {HEADS}, got {head!r}")
-    if num_classes < 1 or (num_classes < 2 and not multi_label):
-        raise ValueError(f"num_classes must be >= 2 (>= 1 for multi-label), got {num_classes}")
+    _check_classifier_args(head, num_classes, multi_label)
     tokens = keras.Input(shape=(None,), dtype="string", name="tokens")
     x = _mixed_sequence(embedder, tokens, mix, mix_weights, hidden)
     x = _sequence_head(x, head, units, hidden)
@@ -82,10 +80,23 @@ def text_classifier(embedder: keras.layers.Layer, num_classes: int, head: str = 
 
     text = keras.Input(shape=(), dtype="string", name="text")
     doc = SegmentedEncoder(encoder, max_tokens=max_tokens, name="document")(text)
+    return _compiled_classifier(text, doc, num_classes, multi_label, dropout, learning_rate, top_k, name)
+
+
+def _check_classifier_args(head: str, num_classes: int, multi_label: bool) -> None:
+    if head not in HEADS:
+        raise ValueError(f"head must be one of {HEADS}, got {head!r}")
+    if num_classes < 1 or (num_classes < 2 and not multi_label):
+        raise ValueError(f"num_classes must be >= 2 (>= 1 for multi-label), got {num_classes}")
+
+
+def _compiled_classifier(inputs, doc, num_classes: int, multi_label: bool, dropout: float, learning_rate: float,
+                         top_k: int, name: str) -> keras.Model:
+    """Pooled document vectors -> dropout -> Dense scores, compiled with the loss/metrics of the task."""
     doc = keras.layers.Dropout(dropout)(doc)
     activation = "sigmoid" if multi_label else "softmax"
     outputs = keras.layers.Dense(num_classes, activation=activation, dtype="float32", name="scores")(doc)
-    model = keras.Model(text, outputs, name=name)
+    model = keras.Model(inputs, outputs, name=name)
     if multi_label:
         model.compile(keras.optimizers.Adam(learning_rate), loss=MultiLabelBinaryCrossentropy(num_classes),
                       metrics=[MultiLabelF1(num_classes, "micro"), MultiLabelF1(num_classes, "macro"),
@@ -94,6 +105,27 @@ def text_classifier(embedder: keras.layers.Layer, num_classes: int, head: str = 
         model.compile(keras.optimizers.Adam(learning_rate), loss="sparse_categorical_crossentropy",
                       metrics=["accuracy"])
     return model
+
+
+def features_classifier(num_layers: int, dim: int, num_classes: int, head: str = "bigru", mix: str = "trainable",
+                        multi_label: bool = False, mix_weights: Sequence[float] | None = None, units: int = 128,
+                        hidden: int = 256, dropout: float = 0.3, learning_rate: float = 1e-3, top_k: int = 5,
+                        name: str = "features_classifier") -> keras.Model:
+    """Like :func:`text_classifier`, but over precomputed biLM layers instead of raw strings.
+
+    Inputs ``{"layers": float [B, T, num_layers, dim], "mask": bool [B, T]}``, as batched by
+    :func:`elmo_keras.features.features_dataset` from :class:`elmo_keras.ElmoEmbedder` output. With a frozen
+    biLM this is the same model as ``text_classifier(elmo, ...)`` (same mixing, head and pooling), but the biLM
+    runs once per text instead of once per epoch. Static vectors fit too (``num_layers=1``, ``mix="top"``).
+    """
+    _check_classifier_args(head, num_classes, multi_label)
+    inputs = {"layers": keras.Input(shape=(None, num_layers, dim), name="layers"),
+              "mask": keras.Input(shape=(None,), dtype="bool", name="mask")}
+    layers = UnstackLayers(name="unstack_layers")([inputs["layers"], inputs["mask"]])
+    x = make_layer_mixer(mix, num_layers, mix_weights=mix_weights, hidden=hidden)(layers)
+    x = _sequence_head(x, head, units, hidden)
+    doc = MaskedPooling(("max", "mean"), name="pooling")(x)
+    return _compiled_classifier(inputs, doc, num_classes, multi_label, dropout, learning_rate, top_k, name)
 
 
 def sequence_tagger(embedder: keras.layers.Layer, num_tags: int, mix: str = "trainable",

@@ -16,6 +16,32 @@ def _first_mask(mask):
 
 
 @keras.saving.register_keras_serializable(package="elmo_keras")
+class UnstackLayers(keras.layers.Layer):
+    """(layers float [B, T, L, D], mask bool [B, T]) -> L tensors [B, T, D], each carrying the Keras mask.
+
+    Feeds precomputed biLM layers (e.g. from ``ElmoEmbedder``) to any layer mixer.
+    """
+
+    def call(self, inputs):
+        stacked, mask = inputs
+        mask = ops.cast(mask, "bool")
+        outputs = [stacked[:, :, i] for i in range(stacked.shape[2])]
+        for output in outputs:
+            output._keras_mask = mask
+        return outputs
+
+    def compute_mask(self, inputs, mask=None):
+        return None  # attached to the outputs in call()
+
+    def compute_output_spec(self, inputs):
+        stacked = inputs[0]
+        if stacked.shape[2] is None:
+            raise ValueError("the number of layers (axis 2 of the input) must be known")
+        return [keras.KerasTensor((stacked.shape[0], stacked.shape[1], stacked.shape[3]), dtype=stacked.dtype)
+                for _ in range(stacked.shape[2])]
+
+
+@keras.saving.register_keras_serializable(package="elmo_keras")
 class LayerConcat(keras.layers.Layer):
     """Concatenate the layers along features: n x [..., D] -> [..., n * D]. The mask passes through."""
 
