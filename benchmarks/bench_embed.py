@@ -115,19 +115,29 @@ def run_allennlp(args) -> dict:
         latencies.append(time.perf_counter() - t0)
     import resource
 
+    import allennlp.version
+
     return {"tokens_per_s": n_tokens / seconds, "sentences_per_s": len(sentences) / seconds,
             "p50_latency_ms": 1000 * statistics.median(latencies),
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "seconds": seconds,
-            "tokens": n_tokens}
+            "tokens": n_tokens, "versions": {"torch": torch.__version__, "allennlp": allennlp.version.VERSION}}
 
 
 def child(config: dict, common: list[str]) -> dict:
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", config["impl"], "--dtype", config["dtype"],
-           *common, *config.get("extra", [])]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    cmd = [config.get("python", sys.executable), os.path.abspath(__file__), "--child", config["impl"],
+           "--dtype", config["dtype"], *common, *config.get("extra", [])]
+    # USE_TF=0: transformers (imported by allennlp) must not load TensorFlow next to torch
+    proc = subprocess.run(cmd, capture_output=True, text=True,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "USE_TF": "0"})
     if proc.returncode != 0:
         raise RuntimeError(f"{config} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _importable(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
 
 
 def cosine_stats(a_path: str, b_path: str) -> dict:
@@ -153,6 +163,8 @@ def main() -> None:
     parser.add_argument("--jit", action="store_true", help="XLA-compiled LSTMs")
     parser.add_argument("--save-top")
     parser.add_argument("--unsorted-too", action="store_true", help="also measure input-order batches")
+    parser.add_argument("--allennlp-python", help="a Python with allennlp installed (another venv), to run it "
+                                                  "side by side; default: this one if allennlp imports")
     args = parser.parse_args()
     if args.child:
         print(json.dumps((run_ours if args.child == "ours" else run_allennlp)(args)))
@@ -172,16 +184,15 @@ def main() -> None:
         configs.append({"impl": "ours", "dtype": "float32", "extra": ["--no-cache"], "label": "no token cache"})
         if args.unsorted_too:
             configs.append({"impl": "ours", "dtype": "float32", "extra": ["--no-sort"], "label": "unsorted"})
-        try:
-            import allennlp  # noqa: F401
-            configs.append({"impl": "allennlp", "dtype": "float32"})
-            configs.append({"impl": "allennlp", "dtype": "float32", "extra": ["--no-sort"], "label": "unsorted"})
-        except ImportError:
-            pass
+        allennlp_python = args.allennlp_python or (sys.executable if _importable("allennlp") else None)
+        if allennlp_python:
+            configs.append({"impl": "allennlp", "dtype": "float32", "python": allennlp_python})
+            configs.append({"impl": "allennlp", "dtype": "float32", "extra": ["--no-sort"], "label": "unsorted",
+                            "python": allennlp_python})
         rows = []
         for config in configs:
             result = child(config, common)
-            rows.append({**{k: v for k, v in config.items() if k != "extra"}, **result})
+            rows.append({**{k: v for k, v in config.items() if k not in ("extra", "python")}, **result})
         agreement = None
         if {"float32", "bfloat16"} <= set(args.dtypes.split(",")):
             agreement = cosine_stats(os.path.join(tmp, "float32.npy"), os.path.join(tmp, "bfloat16.npy"))

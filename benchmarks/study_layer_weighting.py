@@ -4,8 +4,10 @@ Part ``agnews``: the BiGRU classifier on the bundled AG News split (6,000 train 
 stratified 600 are held out for early stopping; 1,600 test rows) with the brown-small preset, mixing its three
 layers as ``trainable`` / ``fixed`` (0.45, 0.15, 0.40) / ``mlp`` / ``top``, against static ``cbow`` / ``svd`` /
 ``fasttext`` vectors trained on Brown, plus two controls that explain the published 42% (``cbow_raw``: Brown
-vectors looked up with raw whitespace tokens; ``random``: random frozen vectors). Seeds change the head's
-initialisation and batch order, not the data split.
+vectors looked up with raw whitespace tokens; ``random``: random frozen vectors). ``+words`` methods put a
+task word embedding (learned, 128-d, over the training words) beside the features, as Peters et al. (2018)
+concatenate ELMo with the task model's own token vectors; ``words`` is that embedding alone (features zeroed).
+Seeds change the head's initialisation and batch order, not the data split.
 Part ``senseval``: 1-NN sense classification of line / hard / serve / interest with each ELMo layer at the
 target word vs static vectors (target word, and the mean of a +-5-word context window).
 Part ``reuters``: Reuters-21578 ApteMod (90 labels), multi-label BiGRU head: micro/macro-F1, P@1, P@5.
@@ -36,6 +38,8 @@ ELMO_METHODS = {"trainable": {"mix": "trainable"}, "fixed": {"mix": "fixed", "mi
                 "mlp": {"mix": "mlp"}, "top": {"mix": "top"}}
 STATIC_METHODS = ("cbow", "svd", "fasttext")
 CONTROLS = ("cbow_raw", "random")
+WORD_METHODS = ("fixed+words", "trainable+words", "svd+words", "words")
+WORD_DIM = 128
 STATIC_DIM = 256  # = the ELMo width of brown-small (2 x 128)
 BATCH_SIZE = 32
 REUTERS_BATCH_SIZE = 64  # long documents: fewer, larger steps
@@ -104,11 +108,14 @@ def static_features(vectors, token_lists: list[list[str]], batch: int = 512) -> 
     return out
 
 
+PRESET = "brown-small"  # --preset: a preset name or a pretraining output folder
+
+
 def elmo_features(token_lists: list[list[str]]) -> list[np.ndarray]:
     import elmo_keras as ek
     from elmo_keras.features import embed_layers
 
-    return embed_layers(ek.ElmoEmbedder.from_preset("brown-small"), token_lists, progress=True)
+    return embed_layers(ek.ElmoEmbedder.from_preset(PRESET), token_lists, progress=True)
 
 
 def oov_rates(words: set[str], token_lists: list[list[str]]) -> dict:
@@ -120,20 +127,28 @@ def oov_rates(words: set[str], token_lists: list[list[str]]) -> dict:
 
 # ----------------------------------------------------------------------------------------------- part 1
 def train_head(features, labels, val, test, n_classes: int, seed: int, epochs: int, patience: int,
-               multi_label: bool = False, units: int = UNITS, batch_size: int = BATCH_SIZE, **mix) -> dict:
-    """Fit ``features_classifier`` with early stopping on validation; return test predictions and curves."""
+               multi_label: bool = False, units: int = UNITS, batch_size: int = BATCH_SIZE,
+               tokens: tuple | None = None, **mix) -> dict:
+    """Fit ``features_classifier`` with early stopping on validation; return test predictions and curves.
+
+    ``tokens``: (fit, validation, test) token lists: adds a learned task word embedding beside the features.
+    """
     import keras
 
     from elmo_keras import models
+    from elmo_keras.baselines import StaticEmbedding
     from elmo_keras.callbacks import LayerWeightsHistory
     from elmo_keras.features import features_dataset
 
     keras.utils.set_random_seed(seed)
     n_layers, dim = features[0].shape[1:]
+    fit_tokens, val_tokens, test_tokens = tokens or (None, None, None)
+    words = StaticEmbedding.from_corpus(fit_tokens, WORD_DIM, name="words") if tokens else None
     model = models.features_classifier(n_layers, dim, n_classes, units=units, learning_rate=2e-3,
-                                       multi_label=multi_label, **mix)
-    train_ds = features_dataset(features, labels, batch_size, shuffle=True, seed=seed, bucket_boundaries=BUCKETS)
-    val_ds = features_dataset(val[0], val[1], batch_size, bucket_boundaries=BUCKETS)
+                                       multi_label=multi_label, word_embedding=words, **mix)
+    train_ds = features_dataset(features, labels, batch_size, shuffle=True, seed=seed, bucket_boundaries=BUCKETS,
+                                tokens=fit_tokens)
+    val_ds = features_dataset(val[0], val[1], batch_size, bucket_boundaries=BUCKETS, tokens=val_tokens)
     # multi-label F1 at 0.5 stays 0 for the first epochs, so stop on validation loss there
     monitor, mode = ("val_loss", "min") if multi_label else ("val_accuracy", "max")
     weights = LayerWeightsHistory()
@@ -142,7 +157,7 @@ def train_head(features, labels, val, test, n_classes: int, seed: int, epochs: i
     fit = model.fit(train_ds, validation_data=val_ds, epochs=epochs, callbacks=[weights, stop], verbose=2)
     seconds = time.perf_counter() - start
     curve = fit.history["val_micro_f1" if multi_label else "val_accuracy"]
-    probabilities = model.predict(features_dataset(test[0], batch_size=batch_size), verbose=0)
+    probabilities = model.predict(features_dataset(test[0], batch_size=batch_size, tokens=test_tokens), verbose=0)
     return {"probabilities": probabilities, "curve": [float(v) for v in curve],
             "val_loss": [float(v) for v in fit.history["val_loss"]], "peak_epoch": int(stop.best_epoch) + 1,
             "epochs_run": len(curve), "seconds": seconds,
@@ -177,7 +192,9 @@ def summarize(runs: list[dict]) -> dict:
     return out
 
 
-def part_agnews(seeds: list[int], epochs: int, patience: int, limit: int | None, methods: list[str]) -> dict:
+def part_agnews(seeds: list[int], epochs: int, patience: int, limit: int | None, methods: list[str],
+                save=lambda part: None) -> dict:
+    """Runs every method; ``save(part)`` is called after each one, so an interrupted run keeps what it did."""
     from elmo_keras import datasets
 
     data = datasets.load_ag_news()
@@ -199,11 +216,16 @@ def part_agnews(seeds: list[int], epochs: int, patience: int, limit: int | None,
     feature_sets: dict[str, list[np.ndarray]] = {}
     for method in methods:
         start = time.perf_counter()
-        if method in ELMO_METHODS:
+        base = method.removesuffix("+words")
+        fit_tokens, (val_tokens, _), (test_tokens_, _) = split(all_tokens)
+        tokens = (fit_tokens, val_tokens, test_tokens_) if method.endswith("words") else None
+        if base in ELMO_METHODS:
             if "elmo" not in feature_sets:
                 feature_sets["elmo"] = elmo_features(all_tokens)
                 diagnostics["elmo_feature_seconds"] = time.perf_counter() - start
-            feats, mix = feature_sets["elmo"], ELMO_METHODS[method]
+            feats, mix = feature_sets["elmo"], ELMO_METHODS[base]
+        elif method == "words":  # the word embedding alone: one all-zero feature channel, same pipeline
+            feats, mix = [np.zeros((len(t), 1, 1), np.float16) for t in all_tokens], {"mix": "top"}
         else:
             mix = {"mix": "top"}
             if method == "random":
@@ -212,26 +234,30 @@ def part_agnews(seeds: list[int], epochs: int, patience: int, limit: int | None,
                 table = {w: rng.normal(0, 1, STATIC_DIM).astype(np.float16) for w in words}
                 feats = [np.stack([table[t] for t in tokens])[:, None, :] for tokens in all_tokens]
             else:
-                vectors = static_vectors("cbow" if method == "cbow_raw" else method, brown)
+                vectors = static_vectors("cbow" if method == "cbow_raw" else base, brown)
                 lookup_tokens = all_tokens
                 if method == "cbow_raw":  # whitespace tokens as in the raw CSV: "loan." stays one token
                     raw = datasets.load_ag_news(tokenize=False)
                     lookup_tokens = [t.split() for t in list(raw.train_texts[: len(train_tokens)]) +
                                      list(raw.test_texts[: len(test_tokens)])]
                 feats = static_features(vectors, lookup_tokens)
-                diagnostics[method] = {"vocabulary": len(vectors.words),
+                diagnostics[base] = {"vocabulary": len(vectors.words),
                                        **oov_rates(set(vectors.words), lookup_tokens),
                                        "seconds": time.perf_counter() - start}
         fit, val, test = split(feats)
-        runs = [train_summary(fit, y_train[~is_val], val, test, seed, epochs, patience, mix) for seed in seeds]
+        runs = [train_summary(fit, y_train[~is_val], val, test, seed, epochs, patience, {**mix, "tokens": tokens})
+                for seed in seeds]
         results[method] = summarize(runs)
         print(method, {k: round(v, 4) for k, v in results[method].items() if k.endswith(("_mean", "_std"))},
               flush=True)
-    return {"results": results, "diagnostics": diagnostics,
-            "settings": {"train": int((~is_val).sum()), "validation": int(is_val.sum()), "test": len(test_tokens),
-                         "seeds": seeds, "max_epochs": epochs, "patience": patience, "head": "bigru",
-                         "units": UNITS, "batch_size": BATCH_SIZE, "learning_rate": 2e-3, "static_dim": STATIC_DIM,
-                         "static_training": "Brown, min_count 2, window 5, 10 epochs (svd: PPMI, window 5)"}}
+        part = {"results": results, "diagnostics": diagnostics,
+                "settings": {"train": int((~is_val).sum()), "validation": int(is_val.sum()),
+                             "test": len(test_tokens), "seeds": seeds, "max_epochs": epochs, "patience": patience,
+                             "head": "bigru", "units": UNITS, "batch_size": BATCH_SIZE, "learning_rate": 2e-3,
+                             "static_dim": STATIC_DIM, "word_dim": WORD_DIM,
+                             "static_training": "Brown, min_count 2, window 5, 10 epochs (svd: PPMI, window 5)"}}
+        save(part)
+    return part
 
 
 def train_summary(fit, y_fit, val, test, seed, epochs, patience, mix) -> dict:
@@ -353,22 +379,28 @@ def part_reuters(seeds: list[int], epochs: int, patience: int, limit: int | None
     is_val = np.zeros(len(train), bool)
     is_val[np.random.default_rng(0).permutation(len(train))[: len(train) // 10]] = True
     results = {}
+    all_tokens = [d["tokens"] for d in train + test]
+
+    def split(items):
+        return ([x for x, v in zip(items, is_val) if not v], [x for x, v in zip(items, is_val) if v],
+                items[len(train):])
+
     for method in methods:
-        if method in ELMO_METHODS:
-            feats, mix = elmo_features([d["tokens"] for d in train + test]), ELMO_METHODS[method]
+        base = method.removesuffix("+words")
+        if base in ELMO_METHODS:
+            feats, mix = elmo_features(all_tokens), ELMO_METHODS[base]
         else:
             from elmo_keras import datasets
 
             brown, _ = datasets.load_brown()
-            feats, mix = static_features(static_vectors(method, brown), [d["tokens"] for d in train + test]), \
-                {"mix": "top"}
-        train_f, test_f = feats[: len(train)], feats[len(train):]
+            feats, mix = static_features(static_vectors(base, brown), all_tokens), {"mix": "top"}
+        fit_f, val_f, test_f = split(feats)
+        tokens = split(all_tokens) if method.endswith("+words") else None
         runs = []
         for seed in seeds:
-            out = train_head([f for f, v in zip(train_f, is_val) if not v], y_train[~is_val],
-                             ([f for f, v in zip(train_f, is_val) if v], y_train[is_val]), (test_f, y_test),
+            out = train_head(fit_f, y_train[~is_val], (val_f, y_train[is_val]), (test_f, y_test),
                              n_classes=len(categories), seed=seed, epochs=epochs, patience=patience,
-                             multi_label=True, batch_size=REUTERS_BATCH_SIZE, **mix)
+                             multi_label=True, batch_size=REUTERS_BATCH_SIZE, tokens=tokens, **mix)
             runs.append({"seed": seed, **multilabel_scores(y_test, out.pop("probabilities")), **out})
         summary = mean_std(runs, ("micro_f1", "macro_f1", "precision_at_1", "precision_at_5"))
         results[method] = {**summary, "runs": runs}
@@ -389,20 +421,27 @@ def main(argv=None) -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--epochs", type=int, default=15)
     parser.add_argument("--patience", type=int, default=4)
-    parser.add_argument("--methods", nargs="+", default=[*ELMO_METHODS, *STATIC_METHODS, *CONTROLS])
+    parser.add_argument("--methods", nargs="+", default=[*ELMO_METHODS, *STATIC_METHODS, *CONTROLS, *WORD_METHODS])
     parser.add_argument("--reuters-methods", nargs="+", default=["trainable"])
     parser.add_argument("--reuters-seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--reuters-epochs", type=int, default=12)
     parser.add_argument("--limit", type=int, default=None, help="smoke test: use only this many training texts")
+    parser.add_argument("--preset", default=PRESET, help="biLM: a preset name or a pretraining output folder")
+    parser.add_argument("--label", default="", help="suffix for the result keys, e.g. '@ag' for another --preset")
     parser.add_argument("--out", default=RESULTS)
     args = parser.parse_args(argv)
+    globals()["PRESET"] = args.preset
     meta = {"machine": machine_info(), "command": "python benchmarks/study_layer_weighting.py " +
             " ".join(os.sys.argv[1:] if argv is None else argv), "units": "fractions (0.85 = 85%)",
-            "preset": "brown-small"}
+            "preset": args.preset}
+    def save_agnews(part: dict) -> None:
+        results = {method + args.label: result for method, result in part["results"].items()}
+        diagnostics = {key + args.label: value for key, value in part["diagnostics"].items()}
+        merge_results({**results, "ag_news": {"settings": part["settings"], "meta": meta, "diagnostics": diagnostics}},
+                      args.out)
+
     if "agnews" in args.part:
-        part = part_agnews(args.seeds, args.epochs, args.patience, args.limit, args.methods)
-        merge_results({**part["results"], "ag_news": {"settings": part["settings"],
-                                                      "diagnostics": part["diagnostics"], "meta": meta}}, args.out)
+        part_agnews(args.seeds, args.epochs, args.patience, args.limit, args.methods, save=save_agnews)
     if "senseval" in args.part:
         merge_results({"senseval": {**part_senseval(args.limit), "meta": meta}}, args.out)
     if "reuters" in args.part:

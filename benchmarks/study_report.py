@@ -1,6 +1,6 @@
 """Tables (markdown, printed) and plots (docs/figures/*.png) from the study's results files.
 
-    python benchmarks/study_report.py
+    python benchmarks/study_report.py [--merge benchmarks/results/study_elmo.json ...static.json ...]
 """
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ RESULTS = os.path.join(HERE, "results")
 FIGURES = os.path.join(HERE, os.pardir, "docs", "figures")
 PUBLISHED = {"trainable": (0.7192, 0.7183), "fixed": (0.7162, 0.7059), "mlp": (0.7164, 0.7164),
              "cbow": (0.4234, None), "svd": (0.4259, None)}
-METHODS = ("trainable", "fixed", "mlp", "top", "cbow", "svd", "fasttext", "cbow_raw", "random")
+METHODS = ("trainable", "fixed", "mlp", "top", "cbow", "svd", "fasttext", "cbow_raw", "random", "words", "svd+words",
+           "fixed+words", "trainable+words")
 
 
 def pct(mean: float, std: float | None = None) -> str:
@@ -60,7 +61,7 @@ def early_curve_table(results: dict, epochs: int = 4) -> str:
     return "\n".join(lines)
 
 
-def confusion_tables(results: dict, class_names: list[str], methods=("trainable", "cbow")) -> str:
+def confusion_tables(results: dict, class_names: list[str], methods=("trainable", "svd", "fixed+words")) -> str:
     out = []
     for method in methods:
         if method not in results:
@@ -86,9 +87,11 @@ def senseval_table(senseval: dict) -> str:
 
 
 def reuters_table(reuters: dict) -> str:
-    lines = ["| method | micro-F1 % | macro-F1 % | P@1 % | P@5 % | seeds | peak epoch |", "|---|---|---|---|---|---|---|"]
+    lines = ["| method | micro-F1 % | macro-F1 % | P@1 % | P@5 % | seeds | peak epoch / max |",
+             "|---|---|---|---|---|---|---|"]
     for method, r in reuters["results"].items():
         peaks = ", ".join(str(run["peak_epoch"]) for run in r["runs"])
+        peaks += f" / {r.get('settings', reuters['settings'])['max_epochs']}"
         lines.append(f"| {method} | {pct(r['micro_f1_mean'], r['micro_f1_std'])} | "
                      f"{pct(r['macro_f1_mean'], r['macro_f1_std'])} | {pct(r['precision_at_1_mean'])} | "
                      f"{pct(r['precision_at_5_mean'])} | {len(r['runs'])} | {peaks} |")
@@ -103,7 +106,7 @@ def plots(results: dict, folder: str) -> list[str]:
 
     os.makedirs(folder, exist_ok=True)
     written = []
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for run in results["trainable"]["runs"]:
         w = np.array(run["mix_weights"]["layer_mix"])
         for layer, style in zip(range(w.shape[1]), ("-", "--", ":")):
@@ -114,8 +117,9 @@ def plots(results: dict, folder: str) -> list[str]:
     methods = [m for m in METHODS if m in results]
     means = [100 * results[m]["accuracy_mean"] for m in methods]
     stds = [100 * results[m]["accuracy_std"] for m in methods]
-    axes[1].bar(methods, means, yerr=stds, color=["C0" if m in ("trainable", "fixed", "mlp", "top") else "C7"
-                                                  for m in methods])
+    colours = ["C1" if m.endswith("words") else "C0" if m in ("trainable", "fixed", "mlp", "top") else "C7"
+               for m in methods]
+    axes[1].bar(methods, means, yerr=stds, color=colours)
     axes[1].axhline(71.92, color="C3", linestyle="--", label="published trainable (71.92%)")
     axes[1].set(ylabel="test accuracy %", title="AG News, BiGRU head (mean ± std over seeds)")
     axes[1].tick_params(axis="x", rotation=45)
@@ -127,19 +131,36 @@ def plots(results: dict, folder: str) -> list[str]:
     return written
 
 
+def merge(parts: list[str], path: str) -> None:
+    """Merge result files of separate runs (e.g. ELMo methods and static methods run side by side) into one;
+    the "ag_news" diagnostics and the "reuters" methods are combined."""
+    merged: dict = {}
+    for part in parts:
+        with open(part) as f:
+            data = json.load(f)
+        for key, value in data.items():
+            if key == "ag_news" and key in merged:
+                merged[key]["diagnostics"] = {**merged[key]["diagnostics"], **value["diagnostics"]}
+                merged[key].setdefault("runs_meta", [merged[key]["meta"]]).append(value["meta"])
+            elif key == "reuters" and key in merged:  # methods run separately, each with its settings
+                for method, result in value["results"].items():
+                    merged[key]["results"][method] = {**result, "settings": value["settings"]}
+            else:
+                merged[key] = value
+    with open(path, "w") as f:
+        json.dump(merged, f, indent=1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--merge", nargs="+", help="result files to merge into --results first")
     parser.add_argument("--results", default=os.path.join(RESULTS, "study_layer_weighting.json"))
-    parser.add_argument("--controls", default=os.path.join(RESULTS, "study_controls.json"))
     parser.add_argument("--figures", default=FIGURES)
     args = parser.parse_args()
+    if args.merge:
+        merge(args.merge, args.results)
     with open(args.results) as f:
         results = json.load(f)
-    if os.path.exists(args.controls):
-        with open(args.controls) as f:
-            controls = json.load(f)
-        results.update({k: v for k, v in controls.items() if k in ("cbow_raw", "random")})
-        results.setdefault("ag_news", {}).setdefault("control_diagnostics", controls["ag_news"]["diagnostics"])
     from elmo_keras.datasets import load_ag_news
 
     print("## AG News\n")
@@ -149,7 +170,6 @@ def main() -> None:
         print(weights_table(results), "\n")
     print(confusion_tables(results, load_ag_news().class_names))
     print("diagnostics:", json.dumps(results["ag_news"].get("diagnostics"), indent=1))
-    print("control diagnostics:", json.dumps(results["ag_news"].get("control_diagnostics"), indent=1))
     if "senseval" in results:
         print("\n## senseval (1-NN sense accuracy %)\n")
         print(senseval_table(results["senseval"]))

@@ -108,11 +108,12 @@ def train_svd_ppmi(sentences: Sequence[Sequence[str]], dim: int = 100, window: i
 class StaticEmbedding(keras.layers.Layer):
     """Sentences [B] (whitespace split) or padded tokens [B, T] -> vectors [B, T, D] with a Keras mask.
 
-    Unknown words map to the mean vector (a learned row when trainable); "" is padding.
+    Unknown words map to the mean vector (a learned row when trainable); "" is padding. Without ``vectors``
+    the table starts from ``embeddings_initializer`` (a task embedding to learn: see :meth:`from_corpus`).
     """
 
     def __init__(self, vocabulary: Sequence[str], vectors: np.ndarray | None = None, dim: int | None = None,
-                 **kwargs):
+                 embeddings_initializer: str = "uniform", **kwargs):
         super().__init__(**kwargs)
         self.vocabulary = list(vocabulary)
         if len(set(self.vocabulary)) != len(self.vocabulary) or "" in self.vocabulary:
@@ -125,6 +126,7 @@ class StaticEmbedding(keras.layers.Layer):
         if dim is None:
             raise ValueError("give vectors or dim")
         self.dim = dim
+        self.embeddings_initializer = embeddings_initializer
         self._initial = vectors
         self.lookup = keras.layers.StringLookup(vocabulary=self.vocabulary, mask_token="", num_oov_indices=1)
         self.supports_masking = True
@@ -134,7 +136,7 @@ class StaticEmbedding(keras.layers.Layer):
             table = np.concatenate([np.zeros((1, self.dim)), self._initial.mean(0, keepdims=True), self._initial])
             init = keras.initializers.Constant(table.astype(np.float32))
         else:
-            init = "zeros"
+            init = self.embeddings_initializer
         self.table = self.add_weight(name="vectors", shape=(len(self.vocabulary) + 2, self.dim), initializer=init)
 
     def call(self, texts):
@@ -149,4 +151,15 @@ class StaticEmbedding(keras.layers.Layer):
         return keras.KerasTensor((texts.shape[0], steps, self.dim), dtype=self.compute_dtype)
 
     def get_config(self):
-        return {**super().get_config(), "vocabulary": self.vocabulary, "dim": self.dim}
+        return {**super().get_config(), "vocabulary": self.vocabulary, "dim": self.dim,
+                "embeddings_initializer": self.embeddings_initializer}
+
+    @classmethod
+    def from_corpus(cls, sentences: Sequence[Sequence[str]], dim: int, min_count: int = 1,
+                    **kwargs) -> "StaticEmbedding":
+        """A trainable embedding over the words seen ``min_count`` times in ``sentences`` (token lists), e.g.
+        the task's training texts: the word representation ELMo is concatenated with (``word_embedding=`` of
+        :func:`elmo_keras.models.text_classifier`)."""
+        counts = Counter(t for s in _check_corpus(sentences) for t in s)
+        words = sorted(w for w, c in counts.items() if c >= min_count and w)
+        return cls(words, dim=dim, trainable=kwargs.pop("trainable", True), **kwargs)

@@ -29,7 +29,8 @@ class ElmoEmbedder:
       token_cache: words whose char-CNN vectors are computed once up front (the original's token-embedding
         dump); with ``cache_new_tokens`` every new word type is cached when first seen, up to
         ``max_cache_size`` types. Either way the char CNN runs once per distinct word of a batch.
-      batch_size: sentences per batch; chunk_size: sentences sorted together (bounds memory and latency).
+      batch_size: sentences per batch; chunk_size: sentences sorted together (bounds memory and latency);
+        char_cnn_batch: words per char-CNN call (bounds the convolution activations, i.e. peak memory).
       jit_compile: run the LSTMs with XLA; batches are then padded to ``batch_size`` rows and a multiple of
         ``length_multiple`` tokens (masked, so results do not change) to bound the number of compilations.
     """
@@ -38,7 +39,7 @@ class ElmoEmbedder:
                  weight_file: str | os.PathLike | None = None, *, bilm: BiLM | None = None,
                  dtype: str = "float32", token_cache: Iterable[str] | None = None, cache_new_tokens: bool = True,
                  max_cache_size: int = 1_000_000, batch_size: int = 64, chunk_size: int = 4096,
-                 jit_compile: bool = False, length_multiple: int = 8):
+                 jit_compile: bool = False, length_multiple: int = 8, char_cnn_batch: int = 256):
         if dtype not in _DTYPES:
             raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
         if bilm is None:
@@ -51,6 +52,7 @@ class ElmoEmbedder:
         self.batch_size, self.chunk_size = batch_size, chunk_size
         self.jit_compile, self.length_multiple = jit_compile, length_multiple
         self.cache_new_tokens, self.max_cache_size = cache_new_tokens, max_cache_size
+        self.char_cnn_batch = char_cnn_batch
         self.cache: dict[str, np.ndarray] = {}
         chars = bilm.max_characters_per_token
         p = bilm.projection_dim
@@ -71,21 +73,25 @@ class ElmoEmbedder:
         files = preset_files(name)
         return cls(files["options"], files["weights"], **kwargs)
 
-    def add_to_cache(self, words: Iterable[str], batch: int = 4096) -> None:
+    def add_to_cache(self, words: Iterable[str]) -> None:
         """Compute and keep the char-CNN vectors of ``words`` (a vocabulary)."""
         words = [w for w in dict.fromkeys(words) if w not in self.cache]
-        for start in range(0, len(words), batch):
-            part = words[start:start + batch]
-            vectors = self._encode(batch_to_ids([part])[0]).numpy().astype(np.float32)
-            self.cache.update(zip(part, vectors))
+        self.cache.update(zip(words, self._char_cnn(words)))
+
+    def _char_cnn(self, words: Sequence[str]) -> np.ndarray:
+        """Words -> [n, P] float32, ``char_cnn_batch`` words per call: the convolution activations
+        ([words, 50, filters] per width) are what bounds peak memory, not the weights."""
+        parts = [self._encode(batch_to_ids([list(words[i:i + self.char_cnn_batch])])[0]).numpy()
+                 for i in range(0, len(words), self.char_cnn_batch)]
+        return np.concatenate(parts).astype(np.float32) if parts else np.zeros((0, self.bilm.projection_dim),
+                                                                                np.float32)
 
     def _token_vectors(self, words: Sequence[str]) -> np.ndarray:
         """Distinct words -> [n, P] float32, from the cache or the char CNN (run once per distinct word)."""
         missing = [w for w in words if w not in self.cache]
         computed = {}
         if missing:
-            vectors = self._encode(batch_to_ids([missing])[0]).numpy().astype(np.float32)
-            computed = dict(zip(missing, vectors))
+            computed = dict(zip(missing, self._char_cnn(missing)))
             if self.cache_new_tokens and len(self.cache) + len(missing) <= self.max_cache_size:
                 self.cache.update(computed)
         return np.stack([self.cache[w] if w in self.cache else computed[w] for w in words])

@@ -35,7 +35,8 @@ def embed_layers(embedder: ElmoEmbedder, token_lists: Iterable[Sequence[str]], d
 
 def features_dataset(features: Sequence[np.ndarray], labels: np.ndarray | None = None, batch_size: int = 64,
                      shuffle: bool = False, seed: int | None = None,
-                     bucket_boundaries: Sequence[int] | None = None) -> tf.data.Dataset:
+                     bucket_boundaries: Sequence[int] | None = None,
+                     tokens: Sequence[Sequence[str]] | None = None) -> tf.data.Dataset:
     """Batches ``{"layers": float32 [B, T, L, D], "mask": bool [B, T]}`` (+ labels) for
     :func:`elmo_keras.models.features_classifier`.
 
@@ -43,6 +44,8 @@ def features_dataset(features: Sequence[np.ndarray], labels: np.ndarray | None =
     padded to their longest text. ``labels``: [N] ints, or [N, K] label indices / multi-hot rows. ``shuffle``
     reshuffles every epoch (``seed`` fixes the order). ``bucket_boundaries`` (e.g. [20, 40, 80]) batches texts
     of similar length together, so less padding is run through the head (batches may then hold fewer rows).
+    ``tokens``: the texts' token lists, added as ``"tokens"`` string [B, T] ("" = padding) for a
+    ``features_classifier`` with a ``word_embedding``.
     """
     if not len(features):
         raise ValueError("features is empty")
@@ -51,14 +54,24 @@ def features_dataset(features: Sequence[np.ndarray], labels: np.ndarray | None =
         raise ValueError(f"every feature array must be [n_tokens, L, D] with the same L and D, got {sorted(shapes)}")
     if labels is not None and len(labels) != len(features):
         raise ValueError(f"{len(labels)} labels for {len(features)} texts")
+    if tokens is not None:
+        tokens = [list(t) for t in tokens]
+        bad = [i for i, (t, f) in enumerate(zip(tokens, features)) if len(t) != len(f)]
+        if len(tokens) != len(features) or bad:
+            raise ValueError(f"tokens must match features text by text (length differs at texts {bad[:5]}, "
+                             f"{len(tokens)} token lists for {len(features)} texts)")
     n_layers, dim = next(iter(shapes))
 
     def generate():
         for i, f in enumerate(features):
             item = {"layers": f.astype(np.float32), "mask": np.ones(len(f), bool)}
+            if tokens is not None:
+                item["tokens"] = np.array([t.encode("utf-8") for t in tokens[i]], dtype=object)
             yield (item, labels[i]) if labels is not None else item
 
     spec = {"layers": tf.TensorSpec([None, n_layers, dim], tf.float32), "mask": tf.TensorSpec([None], tf.bool)}
+    if tokens is not None:
+        spec["tokens"] = tf.TensorSpec([None], tf.string)
     if labels is not None:
         labels = np.asarray(labels)
         spec = (spec, tf.TensorSpec(labels.shape[1:], tf.as_dtype(labels.dtype)))

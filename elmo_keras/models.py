@@ -47,6 +47,13 @@ def _mixed_sequence(embedder, tokens, mix: str, mix_weights, hidden: int):
     return make_layer_mixer(mix, len(layers), mix_weights=mix_weights, hidden=hidden)(layers)
 
 
+def _with_words(x, word_embedding: keras.layers.Layer | None, tokens):
+    """[x; word_embedding(tokens)] along features (ELMo beside a word representation, Peters et al. 2018 3.3)."""
+    if word_embedding is None:
+        return x
+    return keras.layers.Concatenate(name="with_words")([x, word_embedding(tokens)])
+
+
 def _sequence_head(x, head: str, units: int, hidden: int):
     if head == "bigru":
         return keras.layers.Bidirectional(keras.layers.GRU(units, return_sequences=True), name="bigru")(x)
@@ -61,7 +68,8 @@ def _sequence_head(x, head: str, units: int, hidden: int):
 def text_classifier(embedder: keras.layers.Layer, num_classes: int, head: str = "bigru", mix: str = "trainable",
                     multi_label: bool = False, mix_weights: Sequence[float] | None = None, units: int = 128,
                     hidden: int = 256, dropout: float = 0.3, max_tokens: int | None = None,
-                    learning_rate: float = 1e-3, top_k: int = 5, name: str = "text_classifier") -> keras.Model:
+                    learning_rate: float = 1e-3, top_k: int = 5, word_embedding: keras.layers.Layer | None = None,
+                    name: str = "text_classifier") -> keras.Model:
     """A compiled ``keras.Model``: raw strings [B] -> class probabilities [B, num_classes].
 
     head: "bigru" (Bidirectional GRU, masked max+mean pooling), "bilstm_bigru" (a BiLSTM and a BiGRU read the
@@ -70,12 +78,14 @@ def text_classifier(embedder: keras.layers.Layer, num_classes: int, head: str = 
     multi_label: sigmoid outputs, binary cross-entropy, micro/macro F1 and precision@top_k; labels multi-hot
     floats [B, L] or label indices [B, K] padded with -1 (:func:`pad_label_indices`).
     max_tokens: encode long texts in segments of at most this many tokens (see :class:`SegmentedEncoder`).
+    word_embedding: a layer tokens [B, T] -> [B, T, E] with a mask (e.g. a trainable
+    ``StaticEmbedding.from_corpus(train_tokens, dim)``), concatenated with the mixed ELMo sequence before the head.
     Compiled with Adam(learning_rate); compile again to change optimizer, loss or metrics.
     """
     _check_classifier_args(head, num_classes, multi_label)
     tokens = keras.Input(shape=(None,), dtype="string", name="tokens")
     x = _mixed_sequence(embedder, tokens, mix, mix_weights, hidden)
-    x = _sequence_head(x, head, units, hidden)
+    x = _sequence_head(_with_words(x, word_embedding, tokens), head, units, hidden)
     encoder = keras.Model(tokens, MaskedPooling(("max", "mean"), name="pooling")(x), name="segment_encoder")
 
     text = keras.Input(shape=(), dtype="string", name="text")
@@ -110,6 +120,7 @@ def _compiled_classifier(inputs, doc, num_classes: int, multi_label: bool, dropo
 def features_classifier(num_layers: int, dim: int, num_classes: int, head: str = "bigru", mix: str = "trainable",
                         multi_label: bool = False, mix_weights: Sequence[float] | None = None, units: int = 128,
                         hidden: int = 256, dropout: float = 0.3, learning_rate: float = 1e-3, top_k: int = 5,
+                        word_embedding: keras.layers.Layer | None = None,
                         name: str = "features_classifier") -> keras.Model:
     """Like :func:`text_classifier`, but over precomputed biLM layers instead of raw strings.
 
@@ -117,13 +128,16 @@ def features_classifier(num_layers: int, dim: int, num_classes: int, head: str =
     :func:`elmo_keras.features.features_dataset` from :class:`elmo_keras.ElmoEmbedder` output. With a frozen
     biLM this is the same model as ``text_classifier(elmo, ...)`` (same mixing, head and pooling), but the biLM
     runs once per text instead of once per epoch. Static vectors fit too (``num_layers=1``, ``mix="top"``).
+    With ``word_embedding`` the model also takes ``"tokens": string [B, T]`` (``features_dataset(tokens=...)``).
     """
     _check_classifier_args(head, num_classes, multi_label)
     inputs = {"layers": keras.Input(shape=(None, num_layers, dim), name="layers"),
               "mask": keras.Input(shape=(None,), dtype="bool", name="mask")}
+    if word_embedding is not None:
+        inputs["tokens"] = keras.Input(shape=(None,), dtype="string", name="tokens")
     layers = UnstackLayers(name="unstack_layers")([inputs["layers"], inputs["mask"]])
     x = make_layer_mixer(mix, num_layers, mix_weights=mix_weights, hidden=hidden)(layers)
-    x = _sequence_head(x, head, units, hidden)
+    x = _sequence_head(_with_words(x, word_embedding, inputs.get("tokens")), head, units, hidden)
     doc = MaskedPooling(("max", "mean"), name="pooling")(x)
     return _compiled_classifier(inputs, doc, num_classes, multi_label, dropout, learning_rate, top_k, name)
 

@@ -34,3 +34,11 @@ def skip_options() -> dict:
         "char_cnn": {"embedding": {"dim": 4}, "filters": [[1, 4], [2, 6], [3, 6]], "n_highway": 1,
                      "n_characters": 262, "max_characters_per_token": 50, "activation": "tanh"},
     }
+
+
+@pytest.fixture(autouse=True)
+def _fixed_seed():
+    """Every test starts from the same Python/NumPy/Keras seeds, so learning tests are not flaky."""
+    import keras
+
+    keras.utils.set_random_seed(0)

@@ -20,7 +20,7 @@ def reference(fixture_files):
 
 
 def test_embed_sentences_matches_bilm_in_input_order(fixture_files, reference):
-    embedder = ElmoEmbedder(*fixture_files, batch_size=2, chunk_size=4, cache_new_tokens=False)
+    embedder = ElmoEmbedder(*fixture_files, batch_size=2, chunk_size=4, cache_new_tokens=False, char_cnn_batch=3)
     got = list(embedder.embed_sentences(SENTENCES))
     assert len(got) == len(SENTENCES)
     for g, r in zip(got, reference):
@@ -31,7 +31,7 @@ def test_embed_sentences_matches_bilm_in_input_order(fixture_files, reference):
 
 def test_token_cache_gives_the_same_vectors(fixture_files, reference):
     vocabulary = {t for s in SENTENCES for t in s}
-    embedder = ElmoEmbedder(*fixture_files, token_cache=sorted(vocabulary), batch_size=3)
+    embedder = ElmoEmbedder(*fixture_files, token_cache=sorted(vocabulary), batch_size=3, char_cnn_batch=4)
     assert set(embedder.cache) == vocabulary
     for g, r in zip(embedder.embed_sentences(SENTENCES), reference):
         np.testing.assert_allclose(g, r, atol=1e-6)

@@ -52,6 +52,31 @@ def test_features_classifier_is_text_classifier_on_stored_layers(elmo, feats, he
     np.testing.assert_allclose(got, expected, atol=1e-5)
 
 
+def test_word_embedding_beside_elmo_matches_text_classifier_and_round_trips(tmp_path, elmo, feats):
+    """[mixed ELMo; task word embedding]: stored layers + tokens give the end-to-end predictions (1e-5)."""
+    from elmo_keras.baselines import StaticEmbedding
+
+    token_lists = [t.split() for t in TEXTS]
+    words = StaticEmbedding.from_corpus(token_lists[:6], dim=4, name="words")
+    assert words.trainable and "ö" not in words.vocabulary
+    text_model = models.text_classifier(elmo, 2, word_embedding=words, **SMALL)
+    text_model.fit(np.array(TEXTS, dtype=object), LABELS, epochs=2, batch_size=4, verbose=0)
+    feat_model = models.features_classifier(3, elmo.output_dim, 2, word_embedding=StaticEmbedding.from_corpus(
+        token_lists[:6], dim=4, name="words"), **SMALL)
+    encoder = text_model.get_layer("document").encoder
+    for name in ("layer_mix", "bigru", "words"):
+        feat_model.get_layer(name).set_weights(encoder.get_layer(name).get_weights())
+    feat_model.get_layer("scores").set_weights(text_model.get_layer("scores").get_weights())
+    test = features_dataset(feats, batch_size=3, tokens=token_lists)
+    assert {"layers", "mask", "tokens"} == set(next(iter(test)))
+    got = feat_model.predict(test, verbose=0)
+    np.testing.assert_allclose(got, text_model.predict(np.array(TEXTS, dtype=object), verbose=0), atol=1e-5)
+    assert np.abs(feat_model.get_layer("words").get_weights()[0]).max() > 0  # learned rows, not zeros
+    feat_model.save(tmp_path / "w.keras")
+    again = keras.models.load_model(tmp_path / "w.keras", safe_mode=True)
+    np.testing.assert_array_equal(again.predict(test, verbose=0), got)
+
+
 def test_features_classifier_learns_buckets_and_round_trips(tmp_path, feats):
     model = models.features_classifier(3, feats[0].shape[-1], 2, **SMALL)
     ds = features_dataset(feats, LABELS, batch_size=2, shuffle=True, seed=0, bucket_boundaries=[3])
@@ -89,3 +114,7 @@ def test_features_dataset_rejects_bad_input():
         features_dataset([good, np.zeros((2, 2, 4), np.float32)])
     with pytest.raises(ValueError, match="2 labels for 1 texts"):
         features_dataset([good], np.array([0, 1]))
+    with pytest.raises(ValueError, match="tokens must match features"):
+        features_dataset([good], tokens=[["one", "two", "three"]])
+    items = list(features_dataset([good[:1]], tokens=[["naïve"]]).unbatch())
+    assert items[0]["tokens"].numpy().tolist() == ["naïve".encode()]
