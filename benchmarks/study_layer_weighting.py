@@ -108,14 +108,12 @@ def static_features(vectors, token_lists: list[list[str]], batch: int = 512) -> 
     return out
 
 
-PRESET = "brown-small"  # --preset: a preset name or a pretraining output folder
-
-
-def elmo_features(token_lists: list[list[str]]) -> list[np.ndarray]:
+def elmo_features(token_lists: list[list[str]], preset: str) -> list[np.ndarray]:
+    """``preset``: a preset name or a pretraining output folder."""
     import elmo_keras as ek
     from elmo_keras.features import embed_layers
 
-    return embed_layers(ek.ElmoEmbedder.from_preset(PRESET), token_lists, progress=True)
+    return embed_layers(ek.ElmoEmbedder.from_preset(preset), token_lists, progress=True)
 
 
 def oov_rates(words: set[str], token_lists: list[list[str]]) -> dict:
@@ -193,7 +191,7 @@ def summarize(runs: list[dict]) -> dict:
 
 
 def part_agnews(seeds: list[int], epochs: int, patience: int, limit: int | None, methods: list[str],
-                save=lambda part: None) -> dict:
+                preset: str = "brown-small", save=lambda part: None) -> dict:
     """Runs every method; ``save(part)`` is called after each one, so an interrupted run keeps what it did."""
     from elmo_keras import datasets
 
@@ -214,14 +212,14 @@ def part_agnews(seeds: list[int], epochs: int, patience: int, limit: int | None,
 
     results, diagnostics = {}, {}
     feature_sets: dict[str, list[np.ndarray]] = {}
+    fit_tokens, (val_tokens, _), (test_token_lists, _) = split(all_tokens)
     for method in methods:
         start = time.perf_counter()
         base = method.removesuffix("+words")
-        fit_tokens, (val_tokens, _), (test_tokens_, _) = split(all_tokens)
-        tokens = (fit_tokens, val_tokens, test_tokens_) if method.endswith("words") else None
+        tokens = (fit_tokens, val_tokens, test_token_lists) if method.endswith("words") else None
         if base in ELMO_METHODS:
             if "elmo" not in feature_sets:
-                feature_sets["elmo"] = elmo_features(all_tokens)
+                feature_sets["elmo"] = elmo_features(all_tokens, preset)
                 diagnostics["elmo_feature_seconds"] = time.perf_counter() - start
             feats, mix = feature_sets["elmo"], ELMO_METHODS[base]
         elif method == "words":  # the word embedding alone: one all-zero feature channel, same pipeline
@@ -242,8 +240,8 @@ def part_agnews(seeds: list[int], epochs: int, patience: int, limit: int | None,
                                      list(raw.test_texts[: len(test_tokens)])]
                 feats = static_features(vectors, lookup_tokens)
                 diagnostics[base] = {"vocabulary": len(vectors.words),
-                                       **oov_rates(set(vectors.words), lookup_tokens),
-                                       "seconds": time.perf_counter() - start}
+                                     **oov_rates(set(vectors.words), lookup_tokens),
+                                     "seconds": time.perf_counter() - start}
         fit, val, test = split(feats)
         runs = [train_summary(fit, y_train[~is_val], val, test, seed, epochs, patience, {**mix, "tokens": tokens})
                 for seed in seeds]
@@ -285,13 +283,13 @@ def one_nn_accuracy(train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray
     return float(np.mean(train_y[nearest] == test_y))
 
 
-def part_senseval(limit: int | None, test_fraction: float = 0.2, window: int = 5) -> dict:
+def part_senseval(limit: int | None, preset: str = "brown-small", test_fraction: float = 0.2, window: int = 5) -> dict:
     from elmo_keras import datasets
 
     rows = load_senseval()
     if limit:
         rows = [r for i, r in enumerate(rows) if i % max(1, len(rows) // limit) == 0]
-    elmo = elmo_features([r["tokens"] for r in rows])
+    elmo = elmo_features([r["tokens"] for r in rows], preset)
     targets = np.stack([f[r["target_index"]].astype(np.float32) for f, r in zip(elmo, rows)])  # [N, 3, D]
     brown, _ = datasets.load_brown()
     brown_lower = [[t.lower() for t in s] for s in brown]  # the senseval contexts are lower-cased
@@ -363,7 +361,8 @@ def multilabel_scores(y_true: np.ndarray, scores: np.ndarray) -> dict:
             "precision_at_5": float(np.mean(np.take_along_axis(y_true, top[:, :5], axis=1).sum(1) / 5))}
 
 
-def part_reuters(seeds: list[int], epochs: int, patience: int, limit: int | None, methods: list[str]) -> dict:
+def part_reuters(seeds: list[int], epochs: int, patience: int, limit: int | None, methods: list[str],
+                 preset: str = "brown-small") -> dict:
     train, test, categories = load_reuters()
     if limit:
         train, test = train[:limit], test[: limit // 2]
@@ -385,16 +384,20 @@ def part_reuters(seeds: list[int], epochs: int, patience: int, limit: int | None
         return ([x for x, v in zip(items, is_val) if not v], [x for x, v in zip(items, is_val) if v],
                 items[len(train):])
 
+    feature_sets: dict[str, tuple] = {}  # features split (fit, val, test), computed once per biLM / static method
     for method in methods:
         base = method.removesuffix("+words")
-        if base in ELMO_METHODS:
-            feats, mix = elmo_features(all_tokens), ELMO_METHODS[base]
-        else:
-            from elmo_keras import datasets
+        key = "elmo" if base in ELMO_METHODS else base
+        if key not in feature_sets:
+            if key == "elmo":
+                feats = elmo_features(all_tokens, preset)
+            else:
+                from elmo_keras import datasets
 
-            brown, _ = datasets.load_brown()
-            feats, mix = static_features(static_vectors(base, brown), all_tokens), {"mix": "top"}
-        fit_f, val_f, test_f = split(feats)
+                feats = static_features(static_vectors(base, datasets.load_brown()[0]), all_tokens)
+            feature_sets[key] = split(feats)
+        mix = ELMO_METHODS[base] if key == "elmo" else {"mix": "top"}
+        fit_f, val_f, test_f = feature_sets[key]
         tokens = split(all_tokens) if method.endswith("+words") else None
         runs = []
         for seed in seeds:
@@ -426,14 +429,14 @@ def main(argv=None) -> None:
     parser.add_argument("--reuters-seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--reuters-epochs", type=int, default=12)
     parser.add_argument("--limit", type=int, default=None, help="smoke test: use only this many training texts")
-    parser.add_argument("--preset", default=PRESET, help="biLM: a preset name or a pretraining output folder")
+    parser.add_argument("--preset", default="brown-small", help="biLM: a preset name or a pretraining output folder")
     parser.add_argument("--label", default="", help="suffix for the result keys, e.g. '@ag' for another --preset")
     parser.add_argument("--out", default=RESULTS)
     args = parser.parse_args(argv)
-    globals()["PRESET"] = args.preset
     meta = {"machine": machine_info(), "command": "python benchmarks/study_layer_weighting.py " +
             " ".join(os.sys.argv[1:] if argv is None else argv), "units": "fractions (0.85 = 85%)",
             "preset": args.preset}
+
     def save_agnews(part: dict) -> None:
         results = {method + args.label: result for method, result in part["results"].items()}
         diagnostics = {key + args.label: value for key, value in part["diagnostics"].items()}
@@ -441,12 +444,12 @@ def main(argv=None) -> None:
                       args.out)
 
     if "agnews" in args.part:
-        part_agnews(args.seeds, args.epochs, args.patience, args.limit, args.methods, save=save_agnews)
+        part_agnews(args.seeds, args.epochs, args.patience, args.limit, args.methods, args.preset, save=save_agnews)
     if "senseval" in args.part:
-        merge_results({"senseval": {**part_senseval(args.limit), "meta": meta}}, args.out)
+        merge_results({"senseval": {**part_senseval(args.limit, args.preset), "meta": meta}}, args.out)
     if "reuters" in args.part:
         merge_results({"reuters": {**part_reuters(args.reuters_seeds, args.reuters_epochs, args.patience, args.limit,
-                                                  args.reuters_methods), "meta": meta}}, args.out)
+                                                  args.reuters_methods, args.preset), "meta": meta}}, args.out)
 
 
 if __name__ == "__main__":
