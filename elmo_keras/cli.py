@@ -12,6 +12,8 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from elmo_keras.errors import InputError
+
 
 def _pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--train", nargs="+", required=True, metavar="FILE",
@@ -192,8 +194,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one subcommand; bad input (:class:`~elmo_keras.errors.InputError`) is one stderr line and exit 2."""
     args = build_parser().parse_args(argv)
-    return COMMANDS[args.command][2](args)
+    try:
+        return COMMANDS[args.command][2](args)
+    except InputError as err:
+        print(f"elmo-keras {args.command}: error: {err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
