@@ -2,6 +2,7 @@
 
     elmo-keras pretrain --train FILES --valid FILE --options OPTIONS.json --out DIR [--epochs N]
     elmo-keras embed INPUT.txt OUTPUT.hdf5 (--preset NAME | --options F --weights F) [--layers all|top|average]
+                     [--format hdf5|shards|npy] [--overwrite] [--restart] [--runner local|beam]
     elmo-keras train [--data ag_news|FILE.csv] (--preset NAME | ...) [--head bigru] [--export saved_models/NAME]
     elmo-keras export MODEL.keras --out saved_models/NAME
 """
@@ -12,6 +13,8 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from elmo_keras.corpus.run import OUTPUT_FORMATS
+from elmo_keras.corpus.store import LAYER_CHOICES
 from elmo_keras.errors import InputError
 
 
@@ -72,27 +75,99 @@ def _model_files(args: argparse.Namespace) -> tuple[str, str]:
     return args.options, args.weights
 
 
+def _at_least(minimum: int) -> Callable[[str], int]:
+    """argparse type: an integer >= ``minimum`` (otherwise argparse's one-line error, exit 2)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+#: --dtype of ``embed`` -> (compute dtype of the embedder, storage dtype of the output)
+_EMBED_DTYPES = {"float32": ("float32", "float32"), "float16": ("float32", "float16"),
+                 "bfloat16": ("bfloat16", "float32")}
+
+
 def _embed_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("input", metavar="INPUT.txt", help="one tokenised sentence per line (split on whitespace)")
-    parser.add_argument("output", metavar="OUTPUT", help="OUTPUT.hdf5, or a folder with --format npy")
+    parser.add_argument("input", metavar="INPUT.txt",
+                        help="UTF-8 text, one sentence per line (lines end at \\n only; tokens split on ASCII "
+                             "whitespace, exactly as elmo_keras.tokenize)")
+    parser.add_argument("output", metavar="OUTPUT",
+                        help="OUTPUT.hdf5, or a folder with --format shards / npy")
     _model_source_arguments(parser)
-    parser.add_argument("--layers", choices=("all", "top", "average"), default="all",
+    parser.add_argument("--layers", choices=LAYER_CHOICES, default="all",
                         help="all: [n_layers+1, T, D] per line; top: [T, D]; average: [T, D] mean of the layers")
-    parser.add_argument("--format", choices=("hdf5", "npy"), default="hdf5")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
-    parser.add_argument("--long", type=int, default=400, metavar="N",
+    parser.add_argument("--format", choices=OUTPUT_FORMATS, default="hdf5",
+                        help="hdf5: one dataset per line + sentence_to_index (the original tools' layout); "
+                             "shards: a folder of shard files + manifest, for millions of lines; npy: a folder, "
+                             "one .npy per line")
+    parser.add_argument("--batch-size", type=_at_least(1), default=64, help="sentences per model call")
+    parser.add_argument("--dtype", choices=tuple(_EMBED_DTYPES), default="float32",
+                        help="float32: compute and store float32; float16: compute float32, store float16 (half "
+                             "the disk); bfloat16: compute in mixed bfloat16 (fast only on CPUs with bf16 units), "
+                             "store float32")
+    parser.add_argument("--long", type=_at_least(0), default=400, metavar="N",
                         help="report lines longer than N tokens (they are embedded in full)")
+    parser.add_argument("--shard-lines", type=_at_least(1), default=1024, metavar="N",
+                        help="lines per committed piece: a killed run loses at most one piece of work")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing OUTPUT (only once the new one is complete)")
+    parser.add_argument("--restart", action="store_true",
+                        help="discard an interrupted run (OUTPUT.partial) instead of resuming it")
+    parser.add_argument("--runner", choices=("local", "beam"), default="local",
+                        help="local: this process; beam: an Apache Beam pipeline (pip install elmo-keras[beam])")
+    parser.add_argument("--num-workers", type=_at_least(1), metavar="N",
+                        help="Beam worker processes (DirectRunner) or --num_workers for another runner")
+    parser.add_argument("--beam-options", default="", metavar="\"--runner=... ...\"",
+                        help="standard Beam pipeline options, e.g. \"--runner=FlinkRunner --flink_master=HOST:8081\"")
+
+
+def _raise_keyboard_interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 def _run_embed(args: argparse.Namespace) -> int:
-    from elmo_keras.embed import ElmoEmbedder
-    from elmo_keras.embed import embed_file
+    import signal
 
+    from elmo_keras.corpus.run import check_paths, embed_file
+    from elmo_keras.embed import ElmoEmbedder
+
+    if args.runner == "local" and (args.num_workers or args.beam_options):
+        raise InputError("--num-workers and --beam-options need --runner beam")
     options, weights = _model_files(args)
-    embedder = ElmoEmbedder(options, weights, dtype=args.dtype, batch_size=args.batch_size)
-    report = embed_file(embedder, args.input, args.output, layers=args.layers, fmt=args.format,
-                        long_line=args.long)
+    check_paths(args.input, args.output, args.format, args.overwrite)
+    compute, storage = _EMBED_DTYPES[args.dtype]
+    try:
+        embedder = ElmoEmbedder(options, weights, dtype=compute, batch_size=args.batch_size,
+                                max_cache_size=100_000)
+    except (OSError, ValueError, KeyError) as err:
+        raise InputError(f"cannot load the model ({options}, {weights}): {err}") from None
+    runner = None
+    if args.runner == "beam":
+        try:
+            from elmo_keras.beam import EmbedderSpec, beam_runner
+        except ImportError as err:
+            raise InputError(f"--runner beam needs Apache Beam ({err}): pip install 'elmo-keras[beam]'") from None
+        spec = EmbedderSpec(os.path.abspath(options), os.path.abspath(weights), dtype=compute,
+                            batch_size=args.batch_size)
+        runner = beam_runner(spec, args.num_workers, args.beam_options)
+    previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)  # `timeout`, `docker stop`: like Ctrl-C
+    try:
+        report = embed_file(embedder, args.input, args.output, layers=args.layers, fmt=args.format,
+                            long_line=args.long, storage_dtype=storage, shard_lines=args.shard_lines,
+                            overwrite=args.overwrite, restart=args.restart, runner=runner,
+                            progress=True)
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     print(report)
     return 0
 
@@ -178,7 +253,8 @@ def _run_export(args: argparse.Namespace) -> int:
 #: subcommand name -> (help, add_arguments(parser), run(args) -> exit code)
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {
     "pretrain": ("pretrain or continue training a biLM", _pretrain_arguments, _run_pretrain),
-    "embed": ("embed a file of tokenised sentences to hdf5 or .npy", _embed_arguments, _run_embed),
+    "embed": ("embed a text file line by line (crash-safe, resumable) to hdf5, shards or .npy", _embed_arguments,
+              _run_embed),
     "train": ("train and evaluate a classifier over ELMo, save it, optionally export it", _train_arguments,
               _run_train),
     "export": ("export a saved .keras model for TensorFlow Serving", _export_arguments, _run_export),

@@ -1,13 +1,9 @@
 """ElmoEmbedder: embed tokenised sentences fast (sorted batches, a token cache, optional bfloat16)."""
 from __future__ import annotations
 
-import json
 import os
-import time
 from collections.abc import Iterable, Iterator, Sequence
 
-import h5py
-import keras
 import numpy as np
 import tensorflow as tf
 
@@ -144,65 +140,3 @@ class ElmoEmbedder:
         """One token list -> float32 [n_layers + 1, n_tokens, 2P]."""
         return self.embed_batch([sentence])[0]
 
-
-def _reduce(array: np.ndarray, layers: str) -> np.ndarray:
-    return array if layers == "all" else array[-1] if layers == "top" else array.mean(axis=0)
-
-
-def embed_file(embedder: ElmoEmbedder, input_path: str, output_path: str, layers: str = "all",
-               fmt: str = "hdf5", long_line: int = 400) -> str:
-    """Embed a file of tokenised sentences (one per line) and return a one-line report.
-
-    hdf5: one dataset per line index ("0", "1", ...) plus ``sentence_to_index`` (JSON, sentence -> [indices]),
-    as the original tool writes; npy: a folder of ``{index}.npy`` + ``sentence_to_index.json``. Written to
-    ``OUTPUT.partial`` first and renamed at the end; re-running resumes a partial file. Empty lines give
-    empty arrays [.., 0, D] and are counted in the report, as are lines over ``long_line`` tokens.
-    """
-    if layers not in ("all", "top", "average") or fmt not in ("hdf5", "npy"):
-        raise ValueError(f"layers must be all|top|average and fmt hdf5|npy, got {layers!r}, {fmt!r}")
-    with open(input_path, encoding="utf-8") as f:
-        lines = f.read().splitlines()
-    sentences = [line.split() for line in lines]
-    partial = output_path + ".partial"
-    if fmt == "hdf5":
-        store = h5py.File(partial, "a")
-        done = {int(k) for k in store.keys() if k.isdigit()}
-    else:
-        os.makedirs(partial, exist_ok=True)
-        done = {int(n[:-4]) for n in os.listdir(partial) if n.endswith(".npy") and n[:-4].isdigit()}
-    todo = [i for i in range(len(sentences)) if i not in done]
-    progress = keras.utils.Progbar(len(sentences), unit_name="sentence")
-    progress.update(len(done))
-    tokens = 0
-    start = time.perf_counter()
-    try:
-        for i, array in zip(todo, embedder.embed_sentences([sentences[i] for i in todo])):
-            value = _reduce(array, layers)
-            if fmt == "hdf5":
-                store.create_dataset(str(i), data=value)
-            else:
-                tmp = os.path.join(partial, f"{i}.tmp")
-                with open(tmp, "wb") as f:
-                    np.save(f, value)
-                os.replace(tmp, os.path.join(partial, f"{i}.npy"))
-            tokens += len(sentences[i])
-            elapsed = time.perf_counter() - start
-            progress.add(1, values=[("tokens/s", tokens / max(elapsed, 1e-9))])
-        index: dict[str, list[int]] = {}
-        for i, line in enumerate(lines):
-            index.setdefault(line, []).append(i)
-        if fmt == "hdf5":
-            if "sentence_to_index" in store:
-                del store["sentence_to_index"]
-            store.create_dataset("sentence_to_index", data=np.array([json.dumps(index)], dtype=h5py.string_dtype()))
-        else:
-            with open(os.path.join(partial, "sentence_to_index.json"), "w", encoding="utf-8") as f:
-                json.dump(index, f)
-    finally:
-        if fmt == "hdf5":
-            store.close()
-    os.replace(partial, output_path)
-    empty = sum(1 for s in sentences if not s)
-    long = sum(1 for s in sentences if len(s) > long_line)
-    return (f"{len(sentences)} lines -> {output_path} ({len(done)} resumed, {len(todo)} embedded, "
-            f"{empty} empty line(s) stored as empty arrays, {long} line(s) over {long_line} tokens embedded in full)")

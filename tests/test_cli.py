@@ -16,20 +16,18 @@ def model_args(fixture_files):
     return ["--options", fixture_files[0], "--weights", fixture_files[1]]
 
 
-def test_embed_hdf5_with_empty_line_and_resume(tmp_path, model_args, fixture_files):
+def test_embed_hdf5_with_empty_line(tmp_path, model_args, fixture_files):
+    """Resume, kill and bad-input cases of `embed` are in test_corpus.py / test_corpus_kill.py."""
     text = tmp_path / "in.txt"
     text.write_text("The bank approved the loan .\n\nHi there\nThe bank approved the loan .\n", encoding="utf-8")
     out = tmp_path / "out.hdf5"
-    # a partial file from an interrupted run: line 2 is already there (with a marker value)
-    with h5py.File(str(out) + ".partial", "w") as f:
-        f.create_dataset("2", data=np.full((3, 2, 32), 7.0, np.float32))
     assert main(["embed", str(text), str(out), *model_args]) == 0
     assert not os.path.exists(str(out) + ".partial")
     bilm = ek.BiLM.from_pretrained(*fixture_files)
     with h5py.File(out, "r") as f:
         assert sorted(k for k in f if k.isdigit()) == ["0", "1", "2", "3"]
         assert f["1"].shape == (3, 0, 32)  # the empty line is kept, as an empty array
-        assert (f["2"][...] == 7.0).all()  # resumed: not recomputed
+        assert f["2"].shape == (3, 2, 32)
         expected = np.stack([np.asarray(t)[0] for t in bilm(ek.batch_to_ids([["The", "bank", "approved", "the",
                                                                                "loan", "."]]))["layers"]])
         np.testing.assert_allclose(f["0"][...], expected, atol=1e-6)

@@ -1,0 +1,152 @@
+"""Corpus embedding on Apache Beam (``pip install "elmo-keras[beam]"``).
+
+* :func:`beam_runner` plugs into :func:`elmo_keras.embed_file` (``elmo-keras embed --runner beam``): shards of
+  the input are spread over the workers, each worker loads the model once and writes whole shard files into the
+  run folder, so the run keeps the local runner's manifest, resume and output formats.
+* :class:`EmbedLines` is a PTransform for pipelines of your own: ``(key, line)`` -> ``(key, float32 array)``,
+  batched per worker with ``beam.BatchElements``.
+
+Workers read the input and write the run folder by path, so on a cluster both must be on a file system that
+every worker mounts (the local DirectRunner needs nothing).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import shlex
+from collections.abc import Iterable, Iterator, Sequence
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from elmo_keras.corpus import store
+from elmo_keras.corpus.lines import InputScan
+from elmo_keras.corpus.run import Runner, embed_shard
+from elmo_keras.embed import ElmoEmbedder
+from elmo_keras.text import tokenize
+
+
+@dataclasses.dataclass(frozen=True)
+class EmbedderSpec:
+    """What a worker needs to build its :class:`~elmo_keras.ElmoEmbedder` (picklable: paths, not weights).
+
+    Args:
+      options, weights: the model files (paths every worker can read), or
+      preset: a shipped preset name instead.
+      dtype: the embedder's compute dtype ("float32" or "bfloat16"). Defaults to "float32".
+      batch_size: sentences per model call. Defaults to 64.
+    """
+
+    options: str | None = None
+    weights: str | None = None
+    preset: str | None = None
+    dtype: str = "float32"
+    batch_size: int = 64
+
+    def load(self) -> ElmoEmbedder:
+        kwargs = {"dtype": self.dtype, "batch_size": self.batch_size}
+        if self.preset:
+            return ElmoEmbedder.from_preset(self.preset, **kwargs)
+        return ElmoEmbedder(self.options, self.weights, **kwargs)
+
+
+class _WithEmbedder(beam.DoFn):
+    """A DoFn that loads the model once per worker (``setup``), not once per bundle or element."""
+
+    def __init__(self, spec: EmbedderSpec):
+        self.spec = spec
+        self.embedder: ElmoEmbedder | None = None
+
+    def setup(self) -> None:
+        self.embedder = self.spec.load()
+
+
+class _EmbedShard(_WithEmbedder):
+    """shard number -> that shard file written (atomically) into the run folder; yields the shard number."""
+
+    def __init__(self, spec: EmbedderSpec, scan: InputScan, folder: str, layers: str, storage_dtype: str):
+        super().__init__(spec)
+        self.scan, self.folder, self.layers, self.storage_dtype = scan, folder, layers, storage_dtype
+
+    def process(self, shard: int) -> Iterator[int]:
+        with open(self.scan.path, "rb") as stream:
+            arrays = embed_shard(self.embedder, self.scan, stream, shard, self.layers)
+        store.write_shard(os.path.join(self.folder, store.shard_name(shard)), arrays, self.scan.shard_range(shard)[0],
+                          self.storage_dtype)
+        logging.info("elmo_keras: shard %d (%d lines) written by worker process %d", shard, len(arrays), os.getpid())
+        yield shard
+
+
+class _EmbedBatch(_WithEmbedder):
+    def __init__(self, spec: EmbedderSpec, layers: str):
+        super().__init__(spec)
+        self.layers = layers
+
+    def process(self, batch: Sequence[tuple[object, str]]) -> Iterator[tuple[object, np.ndarray]]:
+        keys = [key for key, _ in batch]
+        arrays = self.embedder.embed_sentences([tokenize(line) for _, line in batch])
+        for key, array in zip(keys, arrays):
+            yield key, store.reduce_layers(array, self.layers)
+
+
+class EmbedLines(beam.PTransform):
+    """``(key, line)`` pairs -> ``(key, float32 array)``: [L, T, D] for ``layers="all"``, [T, D] for "top" /
+    "average"; tokens are ``elmo_keras.tokenize(line)``.
+
+    Example::
+
+        with beam.Pipeline() as p:
+            (p | beam.Create(enumerate(["The bank .", "A loan ."]))
+               | EmbedLines(EmbedderSpec(preset="brown-small"), layers="top")
+               | beam.MapTuple(lambda i, v: (i, v.shape)) | beam.Map(print))
+    """
+
+    def __init__(self, spec: EmbedderSpec, layers: str = "all", min_batch_size: int = 8,
+                 max_batch_size: int = 256):
+        super().__init__()
+        if layers not in store.LAYER_CHOICES:
+            raise ValueError(f"layers must be one of {store.LAYER_CHOICES}, got {layers!r}")
+        self.spec, self.layers = spec, layers
+        self.min_batch_size, self.max_batch_size = min_batch_size, max_batch_size
+
+    def expand(self, lines: beam.PCollection) -> beam.PCollection:
+        return (lines
+                | "Batch" >> beam.BatchElements(min_batch_size=self.min_batch_size,
+                                                max_batch_size=self.max_batch_size)
+                | "Embed" >> beam.ParDo(_EmbedBatch(self.spec, self.layers)))
+
+
+def pipeline_options(num_workers: int | None = None, beam_options: str | Iterable[str] = ()) -> PipelineOptions:
+    """Standard Beam options from ``beam_options`` (a string as typed on a command line, or a list). Without
+    ``--runner`` it is the DirectRunner with ``num_workers`` processes (multi_processing mode); with another
+    runner ``num_workers`` becomes ``--num_workers`` (Dataflow's spelling; Flink and Spark take
+    ``--parallelism`` in ``beam_options``)."""
+    args = shlex.split(beam_options) if isinstance(beam_options, str) else list(beam_options)
+    if not any(a == "--runner" or a.startswith("--runner=") for a in args):
+        args += ["--runner=DirectRunner", f"--direct_num_workers={num_workers or 1}",
+                 "--default_sdk_harness_log_level=WARNING",
+                 "--direct_running_mode=multi_processing" if (num_workers or 1) > 1 else
+                 "--direct_running_mode=in_memory"]
+    elif num_workers:
+        args.append(f"--num_workers={num_workers}")
+    return PipelineOptions(args)
+
+
+def beam_runner(spec: EmbedderSpec, num_workers: int | None = None, beam_options: str | Iterable[str] = ()
+                ) -> Runner:
+    """A runner for :func:`elmo_keras.embed_file` that embeds the missing shards in one Beam pipeline."""
+    options = pipeline_options(num_workers, beam_options)
+
+    def run(scan: InputScan, folder: str, shards: list[int], manifest: dict) -> None:
+        if not shards:
+            return
+        with beam.Pipeline(options=options) as pipeline:
+            _ = (pipeline
+                 | "Shards" >> beam.Create(shards)
+                 | "Spread" >> beam.Reshuffle()
+                 | "EmbedShard" >> beam.ParDo(_EmbedShard(spec, scan, folder, manifest["layers"],
+                                                          manifest["storage_dtype"])))
+
+    return run

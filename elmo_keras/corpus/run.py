@@ -1,0 +1,258 @@
+"""Embed a text file, one line at a time, crash-safe and resumable: :func:`embed_file`.
+
+The work goes into ``OUTPUT.partial/``: ``manifest.json`` (what the run is) and shard files, each committed by
+an atomic rename. A killed run (SIGKILL, SIGTERM, Ctrl-C) resumes from its committed shards when the same
+command is run again; a run whose input, model or settings differ stops and says what differs. At the end the
+shards become OUTPUT (``hdf5``: one dataset per line; ``npy``: one file per line; ``shards``: the folder itself).
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import dataclasses
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import BinaryIO, Protocol
+
+import keras
+import numpy as np
+
+from elmo_keras.corpus import store
+from elmo_keras.corpus.lines import InputScan, decode_line, read_lines, scan_input
+from elmo_keras.errors import InputError
+from elmo_keras.files import publish, remove_stale_temporaries, usual_permissions, write_json
+from elmo_keras.text import tokenize
+
+OUTPUT_FORMATS = ("hdf5", "shards", "npy")
+LOCK = ".lock"
+
+
+class Embedder(Protocol):
+    """What :func:`embed_file` needs of an embedder (:class:`elmo_keras.ElmoEmbedder` is one)."""
+
+    bilm: keras.Layer
+
+    def embed_sentences(self, sentences: Sequence[Sequence[str]]) -> Iterator[np.ndarray]: ...
+
+
+#: runner(scan, folder, shards, manifest): writes the listed shards into ``folder`` (see embed_shard)
+Runner = Callable[[InputScan, str, list[int], dict], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class EmbedSettings:
+    """How lines become stored arrays; every field is part of the run's identity."""
+
+    layers: str = "all"
+    output_format: str = "hdf5"
+    storage_dtype: str = "float32"
+    shard_lines: int = 1024
+
+    def __post_init__(self):
+        for name, value, choices in (("layers", self.layers, store.LAYER_CHOICES),
+                                     ("format", self.output_format, OUTPUT_FORMATS),
+                                     ("storage dtype", self.storage_dtype, store.STORAGE_DTYPES)):
+            if value not in choices:
+                raise InputError(f"{name} must be one of {'|'.join(choices)}, got {value!r}")
+        if isinstance(self.shard_lines, bool) or not isinstance(self.shard_lines, int) or self.shard_lines < 1:
+            raise InputError(f"shard_lines must be an integer >= 1, got {self.shard_lines!r}")
+
+
+def model_identity(embedder: Embedder) -> dict:
+    """sha256 over the biLM's config (less its auto-generated name) and every weight, and its dtype policy:
+    any change of model files is seen, a second load of the same files is the same model."""
+    bilm = embedder.bilm
+    config = {k: v for k, v in bilm.get_config().items() if k != "name"}
+    digest = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode())
+    for weight in bilm.weights:
+        value = np.ascontiguousarray(keras.ops.convert_to_numpy(weight))
+        digest.update(f"{value.shape}{value.dtype}".encode())
+        digest.update(value.tobytes())
+    return {"sha256": digest.hexdigest(), "dtype": bilm.dtype_policy.name}
+
+
+def partial_path(output_path: str) -> str:
+    return os.fspath(output_path) + ".partial"
+
+
+def check_paths(input_path: str, output_path: str, output_format: str, overwrite: bool) -> None:
+    """Fail before any work when the input or the output place is wrong (:class:`InputError`)."""
+    if not os.path.exists(input_path):
+        raise InputError(f"input file not found: {input_path}")
+    if not os.path.isfile(input_path):
+        raise InputError(f"input is not a file: {input_path}")
+    if not os.access(input_path, os.R_OK):
+        raise InputError(f"input file is not readable: {input_path}")
+    parent = os.path.dirname(os.path.abspath(output_path))
+    if not os.path.isdir(parent):
+        raise InputError(f"output folder does not exist: {parent} (create it first)")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"output folder is not writable: {parent}")
+    if output_format == "hdf5" and os.path.isdir(output_path):
+        raise InputError(f"output {output_path} is a folder; --format hdf5 writes a file (give a file name, or "
+                         f"use --format shards for a folder)")
+    if os.path.lexists(output_path) and not overwrite:
+        raise InputError(f"output {output_path} exists; pass --overwrite to replace it (it is replaced only "
+                         f"when the new output is complete) or choose another name")
+
+
+def new_manifest(scan: InputScan, model: dict, settings: EmbedSettings) -> dict:
+    return {"format": store.FORMAT_NAME, "version": store.FORMAT_VERSION, "complete": False,
+            "input": scan.identity(), "model": model, "layers": settings.layers,
+            "storage_dtype": settings.storage_dtype, "output_format": settings.output_format,
+            "shard_lines": settings.shard_lines, "shards": scan.shards}
+
+
+@contextlib.contextmanager
+def open_run(folder: str, manifest: dict, restart: bool) -> Iterator[dict]:
+    """Create or reopen the run folder ``folder`` (locked against a second run) and yield its manifest."""
+    if restart and os.path.lexists(folder):
+        shutil.rmtree(folder) if os.path.isdir(folder) else os.remove(folder)
+    if os.path.lexists(folder) and not os.path.exists(os.path.join(folder, store.MANIFEST)):
+        raise InputError(f"{folder} is not a resumable run (left by an older elmo-keras, or not ours): remove "
+                         f"it, or pass --restart to discard it")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, LOCK), "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise InputError(f"another embed run is writing {folder}; wait for it to finish") from None
+        if os.path.exists(os.path.join(folder, store.MANIFEST)):
+            old = store.read_manifest(folder)
+            differences = store.manifest_differences(old, manifest)
+            if differences:
+                raise InputError(f"{folder} holds an interrupted run that differs from this one in "
+                                 f"{'; '.join(differences)}. Re-run with the original input and settings to "
+                                 f"resume it, or pass --restart to discard it and start over")
+        else:
+            write_json(os.path.join(folder, store.MANIFEST), manifest)
+        remove_stale_temporaries(folder)
+        yield manifest
+
+
+def embed_shard(embedder: Embedder, scan: InputScan, stream: BinaryIO, shard: int, layers: str
+                ) -> list[np.ndarray]:
+    """Embed the lines of ``shard`` (read from ``stream``) -> one array per line, reduced per ``layers``."""
+    first, count = scan.shard_range(shard)
+    stream.seek(scan.shard_starts[shard])
+    token_lists = [tokenize(line) for line in read_lines(stream, scan.path, first, count)]
+    return [store.reduce_layers(array, layers) for array in embedder.embed_sentences(token_lists)]
+
+
+def local_runner(embedder: Embedder, progress: bool = True) -> Runner:
+    """Embed shards in this process; writing shard k overlaps with computing shard k + 1."""
+
+    def run(scan: InputScan, folder: str, shards: list[int], manifest: dict) -> None:
+        total = sum(scan.shard_range(k)[1] for k in shards)
+        bar = keras.utils.Progbar(total, unit_name="line", verbose=1 if progress else 0)
+        tokens, start = 0, time.perf_counter()
+        with open(scan.path, "rb") as stream, concurrent.futures.ThreadPoolExecutor(1) as writer:
+            pending = None
+            for shard in shards:
+                arrays = embed_shard(embedder, scan, stream, shard, manifest["layers"])
+                if pending is not None:
+                    pending.result()
+                pending = writer.submit(store.write_shard, os.path.join(folder, store.shard_name(shard)), arrays,
+                                        scan.shard_range(shard)[0], manifest["storage_dtype"])
+                tokens += scan.shard_tokens[shard]
+                bar.add(len(arrays), values=[("tokens/s", tokens / max(time.perf_counter() - start, 1e-9))])
+            if pending is not None:
+                pending.result()
+
+    return run
+
+
+def committed_shards(folder: str, scan: InputScan) -> list[int]:
+    """Shards already in ``folder``; a damaged one (only possible through outside harm) is deleted."""
+    done = []
+    for shard in range(scan.shards):
+        path = os.path.join(folder, store.shard_name(shard))
+        if os.path.exists(path):
+            if store.shard_is_complete(path, scan.shard_range(shard)[1]):
+                done.append(shard)
+            else:
+                os.remove(path)
+    return done
+
+
+def _sentence_to_index(path: str) -> dict[str, list[int]]:
+    """Line text -> the line indices that hold it (as the original tools write it)."""
+    index: dict[str, list[int]] = {}
+    with open(path, "rb") as stream:
+        for number, raw in enumerate(stream):
+            index.setdefault(decode_line(raw, number, path), []).append(number)
+    return index
+
+
+def _finish(folder: str, manifest: dict, output_path: str) -> None:
+    """Turn the completed run folder into OUTPUT (replacing an existing one only now)."""
+    manifest = {**manifest, "complete": True}
+    write_json(os.path.join(folder, store.MANIFEST), manifest)
+    fmt = manifest["output_format"]
+    if fmt == "shards":
+        os.remove(os.path.join(folder, LOCK))
+        publish(folder, output_path)
+        return
+    index = _sentence_to_index(manifest["input"]["path"])
+    if fmt == "hdf5":
+        built = os.path.join(folder, "output.hdf5")
+        store.assemble_hdf5(folder, manifest, built, index)
+    else:
+        built = tempfile.mkdtemp(prefix="npy.", dir=folder)
+        usual_permissions(built)
+        store.assemble_npy(folder, manifest, built, index)
+    publish(built, output_path)
+    shutil.rmtree(folder)
+
+
+def embed_file(embedder: Embedder, input_path: str, output_path: str, layers: str = "all", fmt: str = "hdf5",
+               long_line: int = 400, *, storage_dtype: str = "float32", shard_lines: int = 1024,
+               overwrite: bool = False, restart: bool = False, runner: Runner | None = None,
+               progress: bool = True) -> str:
+    """Embed ``input_path`` (one sentence per line, see :mod:`elmo_keras.corpus.lines`) into ``output_path``
+    and return a one-line report.
+
+    Output index i is input line i. ``layers``: "all" ([L, T, D] per line), "top" or "average" ([T, D]).
+    ``fmt``: "hdf5" (one dataset per line plus ``sentence_to_index``, the original tools' layout), "shards"
+    (a folder of shard files and a manifest, for millions of lines) or "npy" (a folder, one file per line).
+    Re-running after a kill resumes; ``restart`` discards an interrupted run, ``overwrite`` allows replacing an
+    existing output (at the end, atomically). ``runner`` computes the shards (default: in this process;
+    :func:`elmo_keras.beam.beam_runner` runs them on Apache Beam). Read the result with
+    :func:`elmo_keras.load_embeddings`.
+    """
+    settings = EmbedSettings(layers, fmt, storage_dtype, shard_lines)
+    shown = os.fspath(output_path)
+    check_paths(os.fspath(input_path), shown, fmt, overwrite)
+    input_path, output_path = os.path.abspath(input_path), os.path.abspath(output_path)  # workers may cd
+    scan = scan_input(input_path, shard_lines, long_line)
+    folder = partial_path(output_path)
+    start = time.perf_counter()
+    with open_run(folder, new_manifest(scan, model_identity(embedder), settings), restart) as manifest:
+        done = committed_shards(folder, scan)
+        reused = sum(scan.shard_range(k)[1] for k in done)
+        if reused:
+            print(f"resuming {folder}: {reused} of {scan.lines} lines already embedded", file=sys.stderr)
+        todo = sorted(set(range(scan.shards)) - set(done))
+        try:
+            (runner or local_runner(embedder, progress))(scan, folder, todo, manifest)
+        except KeyboardInterrupt:
+            kept = sum(scan.shard_range(k)[1] for k in committed_shards(folder, scan))
+            print(f"\ninterrupted: {kept} of {scan.lines} lines are committed in {folder}; run the same command "
+                  f"again to resume", file=sys.stderr)
+            raise
+        missing = sorted(set(todo) - set(committed_shards(folder, scan)))
+        if missing:
+            raise RuntimeError(f"the runner did not write shard(s) {missing[:10]} into {folder}; run again to "
+                               f"resume")
+        _finish(folder, manifest, output_path)
+    seconds = time.perf_counter() - start
+    return (f"{scan.lines} lines -> {shown} ({reused} reused from an interrupted run, "
+            f"{scan.lines - reused} embedded; {scan.empty_lines} empty line(s) stored as empty arrays, "
+            f"{scan.long_lines} line(s) over {long_line} tokens embedded in full; {seconds:.1f} s)")

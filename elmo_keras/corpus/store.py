@@ -1,0 +1,230 @@
+"""Embedding stores on disk: shard files, the run manifest, hdf5 / npy assembly, and :func:`load_embeddings`.
+
+A shard ``shard-KKKKKK.h5`` holds lines ``K * shard_lines ...`` of the input: ``values`` (all of its tokens
+concatenated: [L, T, D] for ``layers="all"``, [T, D] for top/average; float32 or float16) and ``offsets``
+(int64 [n + 1]: line ``first + j`` is tokens ``offsets[j]:offsets[j + 1]``). Each shard is written whole under a
+temporary name and renamed, so a shard file that exists is complete. ``manifest.json`` says what the run is.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import os
+from collections.abc import Iterator, Sequence
+
+import h5py
+import numpy as np
+
+from elmo_keras.errors import InputError
+from elmo_keras.files import atomic_file
+
+MANIFEST = "manifest.json"
+FORMAT_NAME = "elmo_keras.embeddings"
+FORMAT_VERSION = 1
+LAYER_CHOICES = ("all", "top", "average")
+STORAGE_DTYPES = ("float32", "float16")
+#: manifest fields that must agree for a run to resume (name in the manifest -> how users spell it)
+IDENTITY = {"input.size": "the input file's size", "input.sha256": "the input file's content",
+            "model.sha256": "the model (options and weights)", "model.dtype": "--dtype (compute)",
+            "layers": "--layers", "storage_dtype": "--dtype (storage)", "output_format": "--format",
+            "shard_lines": "--shard-lines", "version": "the format version"}
+
+
+def shard_name(shard: int) -> str:
+    return f"shard-{shard:06d}.h5"
+
+
+def reduce_layers(array: np.ndarray, layers: str) -> np.ndarray:
+    """[L, T, D] -> itself ("all"), the top layer [T, D] ("top") or the mean over layers [T, D] ("average")."""
+    return array if layers == "all" else array[-1] if layers == "top" else array.mean(axis=0)
+
+
+def write_shard(path: str, arrays: Sequence[np.ndarray], first_line: int, storage_dtype: str) -> None:
+    """Write one shard atomically: ``arrays`` are lines ``first_line ...`` ([L, T_i, D] or [T_i, D] each)."""
+    token_axis = arrays[0].ndim - 2
+    offsets = np.concatenate([[0], np.cumsum([a.shape[token_axis] for a in arrays])]).astype(np.int64)
+    shape = list(arrays[0].shape)
+    shape[token_axis] = int(offsets[-1])
+    with atomic_file(path) as tmp:
+        with h5py.File(tmp, "w") as f:
+            values = f.create_dataset("values", shape=shape, dtype=storage_dtype)
+            for array, start, stop in zip(arrays, offsets[:-1], offsets[1:]):
+                if stop > start:
+                    values[(slice(None),) * token_axis + (slice(start, stop),)] = array
+            f.create_dataset("offsets", data=offsets)
+            f.attrs["first_line"] = first_line
+
+
+def shard_is_complete(path: str, lines: int) -> bool:
+    """True when ``path`` opens as a shard of ``lines`` lines (a committed shard always does)."""
+    try:
+        with h5py.File(path, "r") as f:
+            return f["offsets"].shape == (lines + 1,) and "values" in f
+    except (OSError, KeyError):
+        return False
+
+
+def read_manifest(folder: str) -> dict:
+    with open(os.path.join(folder, MANIFEST), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _field(manifest: dict, dotted: str):
+    value = manifest
+    for key in dotted.split("."):
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def manifest_differences(old: dict, new: dict) -> list[str]:
+    """What makes ``new`` a different run from ``old``, in words (empty when it may resume)."""
+    return [f"{IDENTITY[key]} ({_field(old, key)!r} then, {_field(new, key)!r} now)"
+            for key in IDENTITY if _field(old, key) != _field(new, key)]
+
+
+class Embeddings:
+    """Read-only embeddings written by ``elmo-keras embed`` (any format): ``len()``, ``[i]`` -> float32 array
+    for input line ``i`` ([L, T, D] for ``--layers all``, [T, D] for top/average), iteration in line order.
+    Use as a context manager or call :meth:`close`.
+    """
+
+    layers: str | None = None
+
+    def __len__(self) -> int:
+        return self._lines
+
+    def _index(self, i: int) -> int:
+        if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
+            raise TypeError(f"line index must be an int, got {type(i).__name__}")
+        j = int(i) + self._lines if i < 0 else int(i)
+        if not 0 <= j < self._lines:
+            raise IndexError(f"line {i} out of range for {self._lines} lines")
+        return j
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return np.asarray(self._read(self._index(i)), dtype=np.float32)
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        return (self[i] for i in range(len(self)))
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> "Embeddings":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class ShardedEmbeddings(Embeddings):
+    """A ``--format shards`` folder; ``[i]`` opens (and keeps open, a few at a time) only the shard it needs."""
+
+    max_open = 8
+
+    def __init__(self, folder: str, manifest: dict):
+        self.folder, self.manifest = folder, manifest
+        self.layers = manifest["layers"]
+        self._lines, self._shard_lines = manifest["input"]["lines"], manifest["shard_lines"]
+        self._open: collections.OrderedDict[int, tuple[h5py.File, np.ndarray]] = collections.OrderedDict()
+
+    def _shard(self, shard: int) -> tuple[h5py.File, np.ndarray]:
+        if shard in self._open:
+            self._open.move_to_end(shard)
+        else:
+            if len(self._open) >= self.max_open:
+                self._open.popitem(last=False)[1][0].close()
+            f = h5py.File(os.path.join(self.folder, shard_name(shard)), "r")
+            self._open[shard] = f, f["offsets"][()]
+        return self._open[shard]
+
+    def _read(self, i: int) -> np.ndarray:
+        f, offsets = self._shard(i // self._shard_lines)
+        j = i % self._shard_lines
+        values = f["values"]
+        return values[(slice(None),) * (values.ndim - 2) + (slice(offsets[j], offsets[j + 1]),)]
+
+    def close(self) -> None:
+        while self._open:
+            self._open.popitem()[1][0].close()
+
+
+class HDF5Embeddings(Embeddings):
+    """The original tools' layout: one dataset per line index ("0", "1", ...) plus ``sentence_to_index``."""
+
+    def __init__(self, path: str):
+        self.file = h5py.File(path, "r")
+        self.layers = self.file.attrs.get("layers")
+        self._lines = int(self.file.attrs["lines"]) if "lines" in self.file.attrs else sum(
+            1 for key in self.file if key.isdigit())
+
+    def _read(self, i: int) -> np.ndarray:
+        return self.file[str(i)][()]
+
+    @property
+    def sentence_to_index(self) -> dict[str, list[int]]:
+        return json.loads(self.file["sentence_to_index"][0])
+
+    def close(self) -> None:
+        self.file.close()
+
+
+class NpyEmbeddings(Embeddings):
+    """A ``--format npy`` folder: ``{i}.npy`` per line plus ``sentence_to_index.json``."""
+
+    def __init__(self, folder: str):
+        self.folder = folder
+        with open(os.path.join(folder, "sentence_to_index.json"), encoding="utf-8") as f:
+            self.sentence_to_index = json.load(f)
+        self._lines = sum(len(v) for v in self.sentence_to_index.values())
+
+    def _read(self, i: int) -> np.ndarray:
+        return np.load(os.path.join(self.folder, f"{i}.npy"))
+
+
+def load_embeddings(path: str | os.PathLike) -> Embeddings:
+    """Open what ``elmo-keras embed`` wrote (hdf5 file, shards folder or npy folder), read-only."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        if os.path.exists(os.path.join(path, MANIFEST)):
+            manifest = read_manifest(path)
+            if not manifest.get("complete"):
+                raise InputError(f"{path} is an unfinished embedding run: run the same embed command again to "
+                                 f"finish it")
+            return ShardedEmbeddings(path, manifest)
+        if os.path.exists(os.path.join(path, "sentence_to_index.json")):
+            return NpyEmbeddings(path)
+        raise InputError(f"{path} is a folder without {MANIFEST} or sentence_to_index.json: not embeddings "
+                         f"written by elmo-keras embed")
+    if not os.path.exists(path):
+        raise InputError(f"embeddings not found: {path}")
+    if not h5py.is_hdf5(path):
+        raise InputError(f"{path} is not an hdf5 file (expected the output of elmo-keras embed)")
+    return HDF5Embeddings(path)
+
+
+def assemble_hdf5(folder: str, manifest: dict, output: str, sentence_to_index: dict[str, list[int]]) -> None:
+    """Shards -> one hdf5 file at ``output`` (atomically): a dataset per line index and ``sentence_to_index``."""
+    source = ShardedEmbeddings(folder, manifest)
+    try:
+        with atomic_file(output) as tmp, h5py.File(tmp, "w") as f:
+            for i in range(len(source)):
+                f.create_dataset(str(i), data=source._read(i), dtype=manifest["storage_dtype"])
+            f.create_dataset("sentence_to_index", data=np.array([json.dumps(sentence_to_index)],
+                                                                dtype=h5py.string_dtype()))
+            f.attrs["lines"] = len(source)
+            f.attrs["layers"] = manifest["layers"]
+    finally:
+        source.close()
+
+
+def assemble_npy(folder: str, manifest: dict, output: str, sentence_to_index: dict[str, list[int]]) -> None:
+    """Shards -> a folder ``output`` of ``{i}.npy`` files plus ``sentence_to_index.json`` (written aside first)."""
+    source = ShardedEmbeddings(folder, manifest)
+    try:
+        for i in range(len(source)):
+            np.save(os.path.join(output, f"{i}.npy"), source._read(i).astype(manifest["storage_dtype"]))
+        with open(os.path.join(output, "sentence_to_index.json"), "w", encoding="utf-8") as f:
+            json.dump(sentence_to_index, f, ensure_ascii=False)
+    finally:
+        source.close()

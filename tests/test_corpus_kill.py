@@ -1,0 +1,120 @@
+"""Kill `elmo-keras embed` at many points (SIGKILL, SIGTERM), run the same command again: it resumes, the output
+equals an uninterrupted run, and nothing is left behind."""
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import elmo_keras as ek
+from elmo_keras.cli import main
+
+pytestmark = pytest.mark.slow
+WORDS = ("the bank approved a loan he sat on of river money time year people way day man thing woman life child "
+         "Ünïcode 😀 world school state family").split()
+
+# Child: patch one step of the run so that the process SIGKILLs itself exactly there, then run the CLI.
+CHILD = textwrap.dedent("""
+    import os, signal, sys
+    from elmo_keras.cli import main
+    from elmo_keras.corpus import run, store
+    point = os.environ["KILL_AT"]
+    die = lambda: os.kill(os.getpid(), signal.SIGKILL)
+    calls = {"n": 0}
+    if point == "manifest":  # right after the manifest is written, before any shard
+        run.remove_stale_temporaries = lambda folder: die()
+    elif point == "shard-rename":  # shard 2's file fully written under its temporary name, not yet renamed
+        atomic = store.atomic_file
+        def atomic_file(path):
+            calls["n"] += 1
+            return dying(atomic(path)) if calls["n"] == 2 else atomic(path)
+        class dying:
+            def __init__(self, cm): self.cm = cm
+            def __enter__(self): return self.cm.__enter__()
+            def __exit__(self, *exc): die()
+        store.atomic_file = atomic_file
+    elif point == "assembly":  # half-way through writing the hdf5 output
+        read = store.ShardedEmbeddings._read
+        def _read(self, i):
+            if i == 60: die()
+            return read(self, i)
+        store.ShardedEmbeddings._read = _read
+    elif point == "publish":  # manifest says complete, output not yet in place
+        run.publish = lambda src, dst: die()
+    sys.exit(main(sys.argv[1:]))
+""")
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, fixture_files):
+    """A 400-line input (empty lines, Unicode), its uninterrupted embedding (per line), the model arguments."""
+    rng = random.Random(0)
+    path = tmp_path_factory.mktemp("corpus") / "in.txt"
+    lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 12))) for _ in range(400)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    embedder = ek.ElmoEmbedder(*fixture_files)
+    expected = [embedder.embed_sentence(ek.tokenize(line)) for line in lines]
+    return path, expected, ["--options", fixture_files[0], "--weights", fixture_files[1], "--shard-lines", "16"]
+
+
+def _child(args, kill_at=None, **popen):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **({"KILL_AT": kill_at} if kill_at else {})}
+    code = CHILD if kill_at else "import sys; from elmo_keras.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.Popen([sys.executable, "-c", code, "embed", *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **popen)
+
+
+def _resume_and_check(corpus, out, fmt, capsys, expect_reused=True):
+    path, expected, model = corpus
+    assert main(["embed", str(path), str(out), *model, "--format", fmt]) == 0
+    report = capsys.readouterr().out
+    if expect_reused:
+        assert " 0 reused" not in report, report
+    with ek.load_embeddings(out) as got:
+        assert len(got) == len(expected)
+        for g, e in zip(got, expected):
+            np.testing.assert_allclose(g, e, atol=1e-5)
+    assert not os.path.exists(f"{out}.partial")
+    leftovers = [n for n in os.listdir(os.path.dirname(out)) if n.endswith(".tmp")]
+    assert leftovers == []
+
+
+@pytest.mark.parametrize("fmt, kill_at", [("hdf5", "manifest"), ("hdf5", "shard-rename"), ("hdf5", "assembly"),
+                                          ("hdf5", "publish"), ("shards", "shard-rename"), ("shards", "publish")])
+def test_sigkill_at_each_step_then_resume(corpus, tmp_path, capsys, fmt, kill_at):
+    path, _, model = corpus
+    out = tmp_path / f"out.{fmt}"
+    child = _child([str(path), str(out), *model, "--format", fmt], kill_at)
+    child.communicate(timeout=300)
+    assert child.returncode == -signal.SIGKILL
+    assert not os.path.exists(out) and os.path.isdir(f"{out}.partial")
+    _resume_and_check(corpus, out, fmt, capsys, expect_reused=kill_at != "manifest")
+
+
+def _kill_when_shards_committed(child, partial, signum, shards=3):
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and child.poll() is None:
+        if os.path.isdir(partial) and sum(n.startswith("shard-") for n in os.listdir(partial)) >= shards:
+            child.send_signal(signum)
+            break
+        time.sleep(0.002)
+    return child.communicate(timeout=120)
+
+
+@pytest.mark.parametrize("fmt, signum", [("hdf5", signal.SIGKILL), ("shards", signal.SIGKILL),
+                                         ("hdf5", signal.SIGTERM)])
+def test_kill_a_running_cli_then_resume(corpus, tmp_path, capsys, fmt, signum):
+    path, _, model = corpus
+    out = tmp_path / f"out.{fmt}"
+    child = _child([str(path), str(out), *model, "--format", fmt])
+    _, err = _kill_when_shards_committed(child, f"{out}.partial", signum)
+    assert child.returncode == (-signal.SIGKILL if signum == signal.SIGKILL else 130), err
+    if signum == signal.SIGTERM:
+        assert "lines are committed in" in err and "run the same command again to resume" in err
+    assert not os.path.exists(out)
+    _resume_and_check(corpus, out, fmt, capsys)
