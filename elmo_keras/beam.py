@@ -23,7 +23,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from elmo_keras.corpus import store
 from elmo_keras.corpus.lines import InputScan
-from elmo_keras.corpus.run import Runner, embed_shard
+from elmo_keras.corpus.run import OnCommit, Runner, embed_shards
 from elmo_keras.embed import ElmoEmbedder
 from elmo_keras.text import tokenize
 
@@ -72,7 +72,7 @@ class _EmbedShard(_WithEmbedder):
 
     def process(self, shard: int) -> Iterator[int]:
         with open(self.scan.path, "rb") as stream:
-            arrays = embed_shard(self.embedder, self.scan, stream, shard, self.layers)
+            arrays = embed_shards(self.embedder, self.scan, stream, [shard], self.layers)[0]
         store.write_shard(os.path.join(self.folder, store.shard_name(shard)), arrays, self.scan.shard_range(shard)[0],
                           self.storage_dtype)
         logging.info("elmo_keras: shard %d (%d lines) written by worker process %d", shard, len(arrays), os.getpid())
@@ -136,10 +136,11 @@ def pipeline_options(num_workers: int | None = None, beam_options: str | Iterabl
 
 def beam_runner(spec: EmbedderSpec, num_workers: int | None = None, beam_options: str | Iterable[str] = ()
                 ) -> Runner:
-    """A runner for :func:`elmo_keras.embed_file` that embeds the missing shards in one Beam pipeline."""
+    """A runner for :func:`elmo_keras.embed_file` that embeds the missing shards in one Beam pipeline (the
+    workers commit shard files; ``embed_file`` assembles hdf5 / npy output from them afterwards)."""
     options = pipeline_options(num_workers, beam_options)
 
-    def run(scan: InputScan, folder: str, shards: list[int], manifest: dict) -> None:
+    def run(scan: InputScan, folder: str, shards: list[int], manifest: dict, on_commit: OnCommit) -> None:
         if not shards:
             return
         with beam.Pipeline(options=options) as pipeline:

@@ -120,8 +120,8 @@ class _Interrupt:
     def __init__(self, embedder, shards=1):
         self.local, self.shards = corpus_run.local_runner(embedder, progress=False), shards
 
-    def __call__(self, scan, folder, todo, manifest):
-        self.local(scan, folder, todo[:self.shards], manifest)
+    def __call__(self, scan, folder, todo, manifest, on_commit):
+        self.local(scan, folder, todo[:self.shards], manifest, on_commit)
         raise KeyboardInterrupt
 
 

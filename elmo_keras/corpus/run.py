@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import BinaryIO, Protocol
@@ -27,7 +26,7 @@ import numpy as np
 from elmo_keras.corpus import store
 from elmo_keras.corpus.lines import InputScan, decode_line, read_lines, scan_input
 from elmo_keras.errors import InputError
-from elmo_keras.files import publish, remove_stale_temporaries, usual_permissions, write_json
+from elmo_keras.files import publish, remove_stale_temporaries, write_json
 from elmo_keras.text import tokenize
 
 OUTPUT_FORMATS = ("hdf5", "shards", "npy")
@@ -42,8 +41,10 @@ class Embedder(Protocol):
     def embed_sentences(self, sentences: Sequence[Sequence[str]]) -> Iterator[np.ndarray]: ...
 
 
-#: runner(scan, folder, shards, manifest): writes the listed shards into ``folder`` (see embed_shard)
-Runner = Callable[[InputScan, str, list[int], dict], None]
+#: called with (shard, its arrays) after each shard is committed, where the runner is in this process
+OnCommit = Callable[[int, list[np.ndarray]], None]
+#: runner(scan, folder, shards, manifest, on_commit): writes the listed shards into ``folder`` (see embed_shards)
+Runner = Callable[[InputScan, str, list[int], dict, OnCommit], None]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,34 +138,49 @@ def open_run(folder: str, manifest: dict, restart: bool) -> Iterator[dict]:
         yield manifest
 
 
-def embed_shard(embedder: Embedder, scan: InputScan, stream: BinaryIO, shard: int, layers: str
-                ) -> list[np.ndarray]:
-    """Embed the lines of ``shard`` (read from ``stream``) -> one array per line, reduced per ``layers``."""
-    first, count = scan.shard_range(shard)
-    stream.seek(scan.shard_starts[shard])
-    token_lists = [tokenize(line) for line in read_lines(stream, scan.path, first, count)]
-    return [store.reduce_layers(array, layers) for array in embedder.embed_sentences(token_lists)]
+def embed_shards(embedder: Embedder, scan: InputScan, stream: BinaryIO, shards: Sequence[int], layers: str
+                 ) -> list[list[np.ndarray]]:
+    """Embed the lines of ``shards`` (read from ``stream``) in one pass of the embedder (so its length sorting
+    spans them all) -> per shard, one array per line, reduced per ``layers``."""
+    token_lists: list[list[str]] = []
+    for shard in shards:
+        first, count = scan.shard_range(shard)
+        stream.seek(scan.shard_starts[shard])
+        token_lists += [tokenize(line) for line in read_lines(stream, scan.path, first, count)]
+    arrays = [store.reduce_layers(array, layers) for array in embedder.embed_sentences(token_lists)]
+    bounds = np.cumsum([0] + [scan.shard_range(shard)[1] for shard in shards])
+    return [arrays[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 def local_runner(embedder: Embedder, progress: bool = True) -> Runner:
-    """Embed shards in this process; writing shard k overlaps with computing shard k + 1."""
+    """Embed shards in this process, as many at a time as the embedder sorts together (its ``chunk_size``);
+    committing them (and ``on_commit``) runs in a thread, overlapping with the next group's model work."""
 
-    def run(scan: InputScan, folder: str, shards: list[int], manifest: dict) -> None:
-        total = sum(scan.shard_range(k)[1] for k in shards)
-        bar = keras.utils.Progbar(total, unit_name="line", verbose=1 if progress else 0)
+    def commit(path: str, shard: int, arrays: list[np.ndarray], first: int, storage_dtype: str,
+               on_commit: OnCommit) -> None:
+        store.write_shard(path, arrays, first, storage_dtype)
+        on_commit(shard, arrays)
+
+    def run(scan: InputScan, folder: str, shards: list[int], manifest: dict, on_commit: OnCommit) -> None:
+        bar = keras.utils.Progbar(sum(scan.shard_range(k)[1] for k in shards), unit_name="line",
+                                  verbose=1 if progress else 0)
+        per_group = max(1, getattr(embedder, "chunk_size", 1) // scan.shard_lines)
         tokens, start = 0, time.perf_counter()
         with open(scan.path, "rb") as stream, concurrent.futures.ThreadPoolExecutor(1) as writer:
-            pending = None
-            for shard in shards:
-                arrays = embed_shard(embedder, scan, stream, shard, manifest["layers"])
-                if pending is not None:
-                    pending.result()
-                pending = writer.submit(store.write_shard, os.path.join(folder, store.shard_name(shard)), arrays,
-                                        scan.shard_range(shard)[0], manifest["storage_dtype"])
-                tokens += scan.shard_tokens[shard]
-                bar.add(len(arrays), values=[("tokens/s", tokens / max(time.perf_counter() - start, 1e-9))])
-            if pending is not None:
-                pending.result()
+            pending: list[concurrent.futures.Future] = []
+            for g in range(0, len(shards), per_group):
+                group = shards[g:g + per_group]
+                results = embed_shards(embedder, scan, stream, group, manifest["layers"])
+                for future in pending:  # at most two groups of arrays in memory
+                    future.result()
+                pending = [writer.submit(commit, os.path.join(folder, store.shard_name(shard)), shard, arrays,
+                                         scan.shard_range(shard)[0], manifest["storage_dtype"], on_commit)
+                           for shard, arrays in zip(group, results)]
+                tokens += sum(scan.shard_tokens[shard] for shard in group)
+                bar.add(sum(map(len, results)),
+                        values=[("tokens/s", tokens / max(time.perf_counter() - start, 1e-9))])
+            for future in pending:
+                future.result()
 
     return run
 
@@ -191,23 +207,17 @@ def _sentence_to_index(path: str) -> dict[str, list[int]]:
     return index
 
 
-def _finish(folder: str, manifest: dict, output_path: str) -> None:
+def _finish(folder: str, manifest: dict, output_path: str, assembly: store.Assembly | None) -> None:
     """Turn the completed run folder into OUTPUT (replacing an existing one only now)."""
     manifest = {**manifest, "complete": True}
-    write_json(os.path.join(folder, store.MANIFEST), manifest)
-    fmt = manifest["output_format"]
-    if fmt == "shards":
+    if assembly is None:  # shards: the run folder is the output
+        write_json(os.path.join(folder, store.MANIFEST), manifest)
         os.remove(os.path.join(folder, LOCK))
         publish(folder, output_path)
         return
-    index = _sentence_to_index(manifest["input"]["path"])
-    if fmt == "hdf5":
-        built = os.path.join(folder, "output.hdf5")
-        store.assemble_hdf5(folder, manifest, built, index)
-    else:
-        built = tempfile.mkdtemp(prefix="npy.", dir=folder)
-        usual_permissions(built)
-        store.assemble_npy(folder, manifest, built, index)
+    assembly.add_committed()
+    built = assembly.finish(_sentence_to_index(manifest["input"]["path"]))
+    write_json(os.path.join(folder, store.MANIFEST), manifest)
     publish(built, output_path)
     shutil.rmtree(folder)
 
@@ -240,18 +250,23 @@ def embed_file(embedder: Embedder, input_path: str, output_path: str, layers: st
         if reused:
             print(f"resuming {folder}: {reused} of {scan.lines} lines already embedded", file=sys.stderr)
         todo = sorted(set(range(scan.shards)) - set(done))
+        assembly = None if fmt == "shards" else store.Assembly(folder, manifest)
         try:
-            (runner or local_runner(embedder, progress))(scan, folder, todo, manifest)
-        except KeyboardInterrupt:
-            kept = sum(scan.shard_range(k)[1] for k in committed_shards(folder, scan))
-            print(f"\ninterrupted: {kept} of {scan.lines} lines are committed in {folder}; run the same command "
-                  f"again to resume", file=sys.stderr)
+            (runner or local_runner(embedder, progress))(scan, folder, todo, manifest,
+                                                          assembly.add if assembly else lambda *_: None)
+        except BaseException as err:
+            if assembly is not None:
+                assembly.discard()
+            if isinstance(err, KeyboardInterrupt):
+                kept = sum(scan.shard_range(k)[1] for k in committed_shards(folder, scan))
+                print(f"\ninterrupted: {kept} of {scan.lines} lines are committed in {folder}; run the same "
+                      f"command again to resume", file=sys.stderr)
             raise
         missing = sorted(set(todo) - set(committed_shards(folder, scan)))
         if missing:
             raise RuntimeError(f"the runner did not write shard(s) {missing[:10]} into {folder}; run again to "
                                f"resume")
-        _finish(folder, manifest, output_path)
+        _finish(folder, manifest, output_path, assembly)
     seconds = time.perf_counter() - start
     return (f"{scan.lines} lines -> {shown} ({reused} reused from an interrupted run, "
             f"{scan.lines - reused} embedded; {scan.empty_lines} empty line(s) stored as empty arrays, "

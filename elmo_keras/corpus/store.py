@@ -10,13 +10,14 @@ from __future__ import annotations
 import collections
 import json
 import os
+import shutil
 from collections.abc import Iterator, Sequence
 
 import h5py
 import numpy as np
 
 from elmo_keras.errors import InputError
-from elmo_keras.files import atomic_file
+from elmo_keras.files import TMP_SUFFIX, atomic_file, fsync_path, usual_permissions
 
 MANIFEST = "manifest.json"
 FORMAT_NAME = "elmo_keras.embeddings"
@@ -203,28 +204,61 @@ def load_embeddings(path: str | os.PathLike) -> Embeddings:
     return HDF5Embeddings(path)
 
 
-def assemble_hdf5(folder: str, manifest: dict, output: str, sentence_to_index: dict[str, list[int]]) -> None:
-    """Shards -> one hdf5 file at ``output`` (atomically): a dataset per line index and ``sentence_to_index``."""
-    source = ShardedEmbeddings(folder, manifest)
-    try:
-        with atomic_file(output) as tmp, h5py.File(tmp, "w") as f:
-            for i in range(len(source)):
-                f.create_dataset(str(i), data=source._read(i), dtype=manifest["storage_dtype"])
-            f.create_dataset("sentence_to_index", data=np.array([json.dumps(sentence_to_index)],
-                                                                dtype=h5py.string_dtype()))
-            f.attrs["lines"] = len(source)
-            f.attrs["layers"] = manifest["layers"]
-    finally:
-        source.close()
+class Assembly:
+    """Builds an hdf5 or npy OUTPUT inside the run folder from shards as they are committed (any order), so the
+    per-line writing overlaps with the model. It is derived data: a killed run discards it (its name ends in
+    ``.tmp``) and the next run rebuilds it from the committed shards."""
 
+    def __init__(self, folder: str, manifest: dict):
+        self.folder, self.manifest = folder, manifest
+        self.path = os.path.join(folder, f"output.{manifest['output_format']}{TMP_SUFFIX}")
+        self.added: set[int] = set()
+        if manifest["output_format"] == "hdf5":
+            self.file = h5py.File(self.path, "w")
+        else:
+            os.mkdir(self.path)
+            usual_permissions(self.path)
 
-def assemble_npy(folder: str, manifest: dict, output: str, sentence_to_index: dict[str, list[int]]) -> None:
-    """Shards -> a folder ``output`` of ``{i}.npy`` files plus ``sentence_to_index.json`` (written aside first)."""
-    source = ShardedEmbeddings(folder, manifest)
-    try:
-        for i in range(len(source)):
-            np.save(os.path.join(output, f"{i}.npy"), source._read(i).astype(manifest["storage_dtype"]))
-        with open(os.path.join(output, "sentence_to_index.json"), "w", encoding="utf-8") as f:
-            json.dump(sentence_to_index, f, ensure_ascii=False)
-    finally:
-        source.close()
+    def add(self, shard: int, arrays: Sequence[np.ndarray]) -> None:
+        """Store the lines of ``shard`` (one array per line)."""
+        first, dtype = shard * self.manifest["shard_lines"], self.manifest["storage_dtype"]
+        for i, array in enumerate(arrays, start=first):
+            if self.manifest["output_format"] == "hdf5":
+                self.file.create_dataset(str(i), data=array, dtype=dtype)
+            else:
+                np.save(os.path.join(self.path, f"{i}.npy"), array.astype(dtype))
+        self.added.add(shard)
+
+    def add_committed(self) -> None:
+        """Add the shards of the run folder that are not in yet (those of an earlier run, or written by Beam)."""
+        source = ShardedEmbeddings(self.folder, self.manifest)
+        try:
+            for shard in range(self.manifest["shards"]):
+                if shard not in self.added:
+                    first = shard * self.manifest["shard_lines"]
+                    last = min(first + self.manifest["shard_lines"], len(source))
+                    self.add(shard, [source._read(i) for i in range(first, last)])
+        finally:
+            source.close()
+
+    def finish(self, sentence_to_index: dict[str, list[int]]) -> str:
+        """Write ``sentence_to_index`` and close; returns the finished file or folder (still in the run folder)."""
+        if self.manifest["output_format"] == "hdf5":
+            self.file.create_dataset("sentence_to_index", data=np.array([json.dumps(sentence_to_index)],
+                                                                      dtype=h5py.string_dtype()))
+            self.file.attrs["lines"] = self.manifest["input"]["lines"]
+            self.file.attrs["layers"] = self.manifest["layers"]
+            self.file.close()
+        else:
+            with open(os.path.join(self.path, "sentence_to_index.json"), "w", encoding="utf-8") as f:
+                json.dump(sentence_to_index, f, ensure_ascii=False)
+        fsync_path(self.path)
+        return self.path
+
+    def discard(self) -> None:
+        """Close and delete the partly built output (a later run rebuilds it from the committed shards)."""
+        if self.manifest["output_format"] == "hdf5":
+            self.file.close()
+            os.remove(self.path)
+        else:
+            shutil.rmtree(self.path)
