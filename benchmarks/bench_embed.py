@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -22,6 +21,8 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from machine import machine_info  # noqa: E402
 
 
 def make_sentences(n: int, seed: int = 0) -> list[list[str]]:
@@ -170,8 +171,6 @@ def main() -> None:
         print(json.dumps((run_ours if args.child == "ours" else run_allennlp)(args)))
         return
 
-    import tensorflow as tf
-
     with tempfile.TemporaryDirectory() as tmp:
         opts, weights = write_model(args.size, tmp)
         common = ["--options", opts, "--weights", weights, "--sentences", str(args.sentences),
@@ -215,11 +214,7 @@ def main() -> None:
                      "sorted": True, "latency": "single 10-token sentence, median of runs, cache cleared",
                      "token_cache": "built while embedding (cleared before the timed run)",
                      "xla": "the XLA row compiles every shape bucket before the timed run"},
-        "machine": {"platform": platform.platform(), "processor": platform.processor(),
-                    "cpu_count": os.cpu_count(), "python": platform.python_version()},
-        "versions": {"tensorflow": tf.__version__, "keras": __import__("keras").__version__,
-                     "numpy": np.__version__},
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "machine": machine_info(),
     }
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
     with open(os.path.join(HERE, "results", f"bench_embed_{args.size}.json"), "w") as f:

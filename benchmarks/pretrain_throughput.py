@@ -11,13 +11,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from machine import machine_info  # noqa: E402
 RESULTS = os.path.join(HERE, "results", "pretrain_throughput.json")
 # (vocabulary size, sampled-softmax samples, batch size): the preset's settings; the original is bilm-tf's
 # setup scaled to fit 2 cores (bilm-tf: 793k words, 8192 samples, batch 128 per GPU).
@@ -67,11 +68,7 @@ def main() -> None:
     if args.one:
         print(json.dumps(run_one(*args.one, args.steps)))
         return
-    import keras
-    import tensorflow as tf
-
-    machine = {"processor": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
-               "python": platform.python_version(), "tensorflow": tf.__version__, "keras": keras.__version__}
+    machine = machine_info()
     results = []
     for size in args.sizes:
         for policy in args.policies:

@@ -15,13 +15,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
+import sys
 import time
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from machine import machine_info  # noqa: E402
 
 
 def time_matmul(tf, m: int, k: int, n: int, dtype, repeats: int) -> float:
@@ -82,20 +84,10 @@ def main() -> None:
     result = {"benchmark": "roofline", "size": args.size, "rows": rows, "flops_per_token": flops_per_token,
               "settings": {"batch_size": b, "steps": t, "threads": args.threads, "repeats": args.repeats,
                            "statistic": "median"},
-              "machine": {"platform": platform.platform(), "processor": _cpu_name(), "cpu_count": os.cpu_count()},
-              "versions": {"tensorflow": tf.__version__, "numpy": np.__version__},
-              "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+              "machine": machine_info()}
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
     with open(os.path.join(HERE, "results", f"roofline_{args.size}.json"), "w") as f:
         json.dump(result, f, indent=2)
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor()
 
 
 if __name__ == "__main__":

@@ -25,13 +25,15 @@ import csv
 import gzip
 import json
 import os
-import platform
+import sys
 import time
 from collections import Counter
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from machine import machine_info  # noqa: E402
 DATA = os.path.join(HERE, "data")
 RESULTS = os.path.join(HERE, "results", "study_layer_weighting.json")
 ELMO_METHODS = {"trainable": {"mix": "trainable"}, "fixed": {"mix": "fixed", "mix_weights": [0.45, 0.15, 0.40]},
@@ -48,19 +50,6 @@ BUCKETS = [16, 24, 32, 40, 48, 64, 96, 128, 192, 256, 384, 512]
 
 
 # ----------------------------------------------------------------------------------------------- helpers
-def machine_info() -> dict:
-    import keras
-    import tensorflow as tf
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return {"cpu": cpu, "cpus": os.cpu_count(), "python": platform.python_version(),
-            "tensorflow": tf.__version__, "keras": keras.__version__, "date": time.strftime("%Y-%m-%d %H:%M UTC",
-                                                                                          time.gmtime())}
 
 
 def merge_results(update: dict, path: str = RESULTS) -> None:
