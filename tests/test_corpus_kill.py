@@ -49,6 +49,8 @@ CHILD = textwrap.dedent("""
         store.Assembly.add = add_then_die
     elif point == "publish":  # manifest says complete, output not yet in place
         run.publish = lambda src, dst: die()
+    elif point == "cleanup":  # output in place, the finished run folder not yet deleted
+        run.shutil.rmtree = lambda path, **kw: die()
     sys.exit(main(sys.argv[1:]))
 """)
 
@@ -88,15 +90,21 @@ def _resume_and_check(corpus, out, fmt, capsys, expect_reused=True):
 
 
 @pytest.mark.parametrize("fmt, kill_at", [("hdf5", "manifest"), ("hdf5", "shard-rename"), ("hdf5", "assembly"),
-                                          ("hdf5", "publish"), ("shards", "shard-rename"), ("shards", "publish")])
+                                          ("hdf5", "publish"), ("hdf5", "cleanup"), ("shards", "shard-rename"),
+                                          ("shards", "publish")])
 def test_sigkill_at_each_step_then_resume(corpus, tmp_path, capsys, fmt, kill_at):
     path, _, model = corpus
     out = tmp_path / f"out.{fmt}"
     child = _child([str(path), str(out), *model, "--format", fmt], kill_at)
     child.communicate(timeout=300)
     assert child.returncode == -signal.SIGKILL
-    assert not os.path.exists(out) and os.path.isdir(f"{out}.partial")
-    _resume_and_check(corpus, out, fmt, capsys, expect_reused=kill_at != "manifest")
+    assert os.path.exists(out) == (kill_at == "cleanup") and os.path.isdir(f"{out}.partial")
+    if kill_at == "cleanup":  # the same command again: OUTPUT is there, the leftover run folder is dropped
+        assert main(["embed", str(path), str(out), *model, "--format", fmt]) == 2
+        assert "exists; pass --overwrite" in capsys.readouterr().err
+        assert not os.path.exists(f"{out}.partial")
+        model = [*model, "--overwrite"]
+    _resume_and_check((path, corpus[1], model), out, fmt, capsys, expect_reused=kill_at not in ("manifest", "cleanup"))
 
 
 def _kill_when_shards_committed(child, partial, signum, shards=3):

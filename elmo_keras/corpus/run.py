@@ -83,8 +83,18 @@ def partial_path(output_path: str) -> str:
     return os.fspath(output_path) + ".partial"
 
 
+def _remove_finished_leftover(output_path: str) -> None:
+    """A run killed between publishing OUTPUT and deleting its run folder leaves a finished folder: drop it."""
+    folder = partial_path(output_path)
+    if os.path.exists(output_path) and os.path.isfile(os.path.join(folder, store.MANIFEST)):
+        if store.read_manifest(folder).get("complete"):
+            shutil.rmtree(folder)
+
+
 def check_paths(input_path: str, output_path: str, output_format: str, overwrite: bool) -> None:
-    """Fail before any work when the input or the output place is wrong (:class:`InputError`)."""
+    """Fail before any work when the input or the output place is wrong (:class:`InputError`). (A finished
+    run folder left by a kill between publishing OUTPUT and deleting the folder is removed first.)"""
+    _remove_finished_leftover(output_path)
     if not os.path.exists(input_path):
         raise InputError(f"input file not found: {input_path}")
     if not os.path.isfile(input_path):
