@@ -1,5 +1,5 @@
 """elmo_keras: ELMo as Keras 3 layers."""
-from elmo_keras import callbacks, metrics, models
+from elmo_keras import callbacks, datasets, metrics, models
 from elmo_keras.corpus import embed_file, load_embeddings
 from elmo_keras.elmo import Elmo
 from elmo_keras.embed import ElmoEmbedder
@@ -16,5 +16,6 @@ __version__ = "0.1.0"
 
 __all__ = ["BiLM", "CharCNN", "Elmo", "ElmoEmbedder", "Highway", "HubElmo", "LayerConcat", "LayerFusion",
            "MaskedPooling", "ProjectedBiLSTM", "RELEASED_OPTIONS", "ScalarMix", "SegmentedEncoder",
-           "batch_to_ids", "callbacks", "embed_file", "export_hub_module", "export_serving", "load_embeddings",
-           "load_options", "lm", "metrics", "models", "presets", "save_weights_hdf5", "tokenize", "__version__"]
+           "batch_to_ids", "callbacks", "datasets", "embed_file", "export_hub_module", "export_serving",
+           "load_embeddings", "load_options", "lm", "metrics", "models", "presets", "save_weights_hdf5", "tokenize",
+           "__version__"]

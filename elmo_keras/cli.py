@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import zipfile
 from collections.abc import Callable, Sequence
 
 from elmo_keras.corpus.run import OUTPUT_FORMATS
@@ -185,14 +186,43 @@ def _train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mix", choices=("trainable", "fixed", "mlp", "top", "average", "concat"),
                         default="trainable")
     parser.add_argument("--mix-weights", help="comma-separated weights for --mix fixed, e.g. 0.45,0.15,0.40")
-    parser.add_argument("--units", type=int, default=64)
-    parser.add_argument("--max-tokens", type=int, help="encode long texts in segments of at most N tokens")
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--units", type=_at_least(1), default=64)
+    parser.add_argument("--max-tokens", type=_at_least(1), help="encode long texts in segments of at most N tokens")
+    parser.add_argument("--epochs", type=_at_least(1), default=3)
+    parser.add_argument("--batch-size", type=_at_least(1), default=32)
     parser.add_argument("--learning-rate", type=float, default=2e-3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="model.keras", metavar="MODEL.keras")
     parser.add_argument("--export", metavar="saved_models/NAME", help="also export for TF Serving")
+
+
+def _writable(path: str, option: str) -> None:
+    """InputError unless ``path`` can be created: its nearest existing ancestor is a writable folder."""
+    folder = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(folder):
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"{option} {path}: cannot write into {folder} (not a writable folder)")
+
+
+def _checked_train_arguments(args: argparse.Namespace) -> list[float] | None:
+    """Check what ``train`` can before reading data or training; returns the --mix-weights as floats."""
+    if not args.learning_rate > 0:
+        raise InputError(f"--learning-rate must be a positive number, got {args.learning_rate}")
+    folder = os.path.dirname(os.path.abspath(args.out))
+    if not args.out.endswith(".keras") or os.path.isdir(args.out):
+        raise InputError(f"--out {args.out}: give a file name ending in .keras, e.g. model.keras")
+    if not os.path.isdir(folder):
+        raise InputError(f"--out {args.out}: folder {folder} does not exist; create it first")
+    _writable(args.out, "--out")
+    if args.export:
+        _writable(os.path.join(args.export, "1"), "--export")
+    if args.mix == "fixed" and not args.mix_weights:
+        raise InputError("--mix fixed needs --mix-weights, e.g. 0.45,0.15,0.40 (one weight per biLM layer)")
+    try:
+        return [float(w) for w in args.mix_weights.split(",")] if args.mix_weights else None
+    except ValueError:
+        raise InputError(f"--mix-weights must be comma-separated numbers, got {args.mix_weights!r}") from None
 
 
 def _run_train(args: argparse.Namespace) -> int:
@@ -200,18 +230,16 @@ def _run_train(args: argparse.Namespace) -> int:
 
     import keras
 
-    from elmo_keras.train_task import load_task, train_and_evaluate
+    from elmo_keras.train_task import evaluate, load_task, train_model
 
+    mix_weights = _checked_train_arguments(args)
     keras.utils.set_random_seed(args.seed)
     task = load_task(args.data, args.test, args.text_column, args.label_column, args.multi_label,
                      args.label_separator, args.seed)
     options, weights = _model_files(args)
-    mix_weights = [float(w) for w in args.mix_weights.split(",")] if args.mix_weights else None
-    model, scores = train_and_evaluate(task, options, weights, head=args.head, mix=args.mix,
-                                       mix_weights=mix_weights, units=args.units, max_tokens=args.max_tokens,
-                                       epochs=args.epochs, batch_size=args.batch_size,
-                                       learning_rate=args.learning_rate)
-    print("test: " + ", ".join(f"{k} {v:.4f}" for k, v in scores.items()))
+    model = train_model(task, options, weights, head=args.head, mix=args.mix, mix_weights=mix_weights,
+                        units=args.units, max_tokens=args.max_tokens, epochs=args.epochs, batch_size=args.batch_size,
+                        learning_rate=args.learning_rate)
     model.save(args.out)
     with open(args.out + ".labels.json", "w", encoding="utf-8") as f:
         json.dump(task.class_names, f)
@@ -220,13 +248,19 @@ def _run_train(args: argparse.Namespace) -> int:
         from elmo_keras.export import export_serving
 
         print(f"exported: {export_serving(model, args.export, label_names=task.class_names)}")
+    try:
+        scores = evaluate(model, task, args.batch_size)
+    except Exception as err:
+        raise RuntimeError(f"the trained model is saved in {args.out}, but evaluating it on the test split failed: "
+                           f"{err}") from err
+    print("test: " + ", ".join(f"{k} {v:.4f}" for k, v in scores.items()))
     return 0
 
 
 def _export_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", metavar="MODEL.keras")
     parser.add_argument("--out", required=True, metavar="saved_models/NAME")
-    parser.add_argument("--version", type=int, help="version folder (default: the next integer)")
+    parser.add_argument("--version", type=_at_least(0), help="version folder (default: the next integer)")
     parser.add_argument("--labels", help="comma-separated class/tag names (default: MODEL.keras.labels.json)")
 
 
@@ -240,13 +274,23 @@ def _run_export(args: argparse.Namespace) -> int:
 
     if not os.path.exists(args.model):
         raise SystemExit(f"elmo-keras: error: model file not found: {args.model}")
+    if not zipfile.is_zipfile(args.model):
+        raise InputError(f"{args.model} is not a .keras model file (not a zip archive: truncated or another "
+                         "format); save it again with model.save('model.keras')")
+    _writable(os.path.join(args.out, "1"), "--out")
     labels = args.labels.split(",") if args.labels else None
     sidecar = args.model + ".labels.json"
     if labels is None and os.path.exists(sidecar):
         with open(sidecar, encoding="utf-8") as f:
-            labels = json.load(f)
+            try:
+                labels = json.load(f)
+            except json.JSONDecodeError as err:
+                raise InputError(f"{sidecar} is not valid JSON ({err}); fix it or pass --labels") from None
     model = keras.models.load_model(args.model, safe_mode=True)
-    print(export_serving(model, args.out, version=args.version, label_names=labels))
+    try:
+        print(export_serving(model, args.out, version=args.version, label_names=labels))
+    except FileExistsError as err:
+        raise InputError(str(err)) from None
     return 0
 
 

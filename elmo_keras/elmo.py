@@ -5,12 +5,12 @@ import os
 from collections.abc import Sequence
 
 import keras
-from keras import ops
 
+from elmo_keras.errors import InputError
 from elmo_keras.layers.bilm import BiLM
 from elmo_keras.layers.scalar_mix import ScalarMix
 from elmo_keras.options import load_options
-from elmo_keras.text import strings_to_char_ids
+from elmo_keras.text import as_text, strings_to_char_ids
 from elmo_keras.weights import read_weights_hdf5
 
 _OUTPUTS = ("dict", "elmo", "layers")
@@ -24,6 +24,8 @@ class Elmo(keras.layers.Layer):
       * sentences, string [B]: split on ASCII whitespace in the graph;
       * padded tokens, string [B, T] ("" = padding, after the real tokens);
       * char ids, int [B, T, max_characters_per_token] (from :func:`elmo_keras.batch_to_ids`).
+    Text may also be a list or tuple of str (or of token lists) or a NumPy str/object array. Invalid UTF-8 and
+    char ids out of range fail with the first bad row of the batch, also inside a graph or an exported model.
 
     Output with ``output="dict"`` (default)::
 
@@ -134,14 +136,18 @@ class Elmo(keras.layers.Layer):
             mix.build([layer_shape] * (self.bilm.n_layers + 1))
         self.built = True
 
+    def __call__(self, inputs, *args, **kwargs):
+        # Lists/tuples of str and NumPy str arrays become a string tensor (Keras would reject them).
+        return super().__call__(as_text(inputs), *args, **kwargs)
+
     def char_ids(self, inputs):
-        """Any accepted input -> char ids int32 [B, T, max_characters_per_token]."""
+        """Any accepted input -> char ids [B, T, max_characters_per_token] (given ids are checked by the BiLM)."""
         if inputs.dtype in ("string", "tf.string") or getattr(inputs.dtype, "name", None) == "string":
             return strings_to_char_ids(inputs, self.bilm.max_characters_per_token)
         if len(inputs.shape) != 3:
-            raise ValueError(f"char id input must be [batch, max_len, {self.bilm.max_characters_per_token}], "
-                             f"got shape {inputs.shape}")
-        return ops.cast(inputs, "int32")
+            raise InputError(f"char id input must be [batch, max_len, {self.bilm.max_characters_per_token}], "
+                             f"got shape {tuple(inputs.shape)}; text must be str")
+        return inputs
 
     def call(self, inputs, training=False):
         out = self.bilm(self.char_ids(inputs))

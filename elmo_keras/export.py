@@ -5,17 +5,21 @@ into a hidden temporary folder first, then renames it, so a half-written version
 """
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
 import shutil
 import tempfile
 from collections.abc import Sequence
+from numbers import Integral
 
 import keras
 import tensorflow as tf
 
 from elmo_keras.elmo import Elmo
+from elmo_keras.errors import InputError
+from elmo_keras.files import usual_permissions
 from elmo_keras.text import split_sentences
 
 log = logging.getLogger(__name__)
@@ -43,7 +47,7 @@ def model_kind(model) -> str:
 def _names(names: Sequence[str] | None, count: int, what: str) -> tf.Tensor:
     names = [str(i) for i in range(count)] if names is None else [str(n) for n in names]
     if len(names) != count:
-        raise ValueError(f"{len(names)} {what} for a model with {count} outputs")
+        raise InputError(f"{len(names)} {what} for a model with {count} outputs: give one per output")
     return tf.constant(names)
 
 
@@ -119,27 +123,45 @@ def export_serving(model, path: str | os.PathLike, version: int | None = None,
     an ``Elmo`` embedder ``elmo`` [None, T, D] + ``mask`` [None, T].
     ``label_names``: class or tag names (default "0", "1", ...). ``warmup_texts``: written as
     ``assets.extra/tf_serving_warmup_requests`` (needs tensorflow-serving-api; None to skip).
+    ``version``: an integer >= 0; FileExistsError if that folder exists. Without it, the next free number, also
+    when other exports to ``path`` run at the same time. Folders get the umask's permissions (0755 with 022).
     """
     kind = kind or model_kind(model)
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, Integral) or version < 0):
+        raise InputError(f"version must be an integer >= 0 (TF Serving's version folders), got {version!r}")
     base = os.path.abspath(os.fspath(path))
-    version = next_version(base) if version is None else int(version)
-    final = os.path.join(base, str(version))
-    if os.path.exists(final):
-        raise FileExistsError(f"{final} exists already: pick another version or remove it")
+    if version is not None and os.path.exists(os.path.join(base, str(version))):
+        raise FileExistsError(f"{os.path.join(base, str(version))} exists already: pick another version or remove it")
     os.makedirs(base, exist_ok=True)
     archive = keras.export.ExportArchive()
     archive.track(model)
     archive.add_endpoint("serving_default", tf.function(
         _serving_fn(model, kind, label_names), input_signature=[tf.TensorSpec([None], tf.string, name="text")]))
-    tmp = tempfile.mkdtemp(prefix=f".tmp-{version}-", dir=base)
+    tmp = tempfile.mkdtemp(prefix=".tmp-", dir=base)
     try:
         archive.write_out(tmp, verbose=False)
         if warmup_texts:
             _write_warmup(tmp, os.path.basename(base), list(warmup_texts))
-        os.rename(tmp, final)
+        usual_permissions(tmp)  # mkdtemp makes it 0700: TF Serving may run as another user
+        return _publish(tmp, base, version)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return final
+
+
+def _publish(tmp: str, base: str, version: int | None) -> str:
+    """Rename the finished ``tmp`` folder to ``base/VERSION``; without a version, the next free one (another
+    export may take a number between our look and our rename: then take the next)."""
+    while True:
+        final = os.path.join(base, str(next_version(base) if version is None else version))
+        try:
+            os.rename(tmp, final)
+            return final
+        except OSError as err:
+            if err.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise
+            if version is not None:
+                raise FileExistsError(f"{final} was written by another export meanwhile: pick another version "
+                                      "or remove it") from None

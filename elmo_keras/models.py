@@ -6,14 +6,16 @@ from collections.abc import Sequence
 import keras
 import numpy as np
 
+from elmo_keras.errors import InputError
 from elmo_keras.layers.fusion import UnstackLayers, make_layer_mixer
 from elmo_keras.layers.pooling import MaskedPooling
 from elmo_keras.layers.segments import SegmentedEncoder
 from elmo_keras.metrics import MultiLabelBinaryCrossentropy, MultiLabelF1, PrecisionAtK, pad_label_indices
+from elmo_keras.text import as_text
 
 HEADS = ("bigru", "bilstm_bigru", "pool")
 
-__all__ = ["HEADS", "features_classifier", "pad_label_indices", "pad_tokens", "sequence_tagger",
+__all__ = ["HEADS", "TextModel", "features_classifier", "pad_label_indices", "pad_tokens", "sequence_tagger",
            "text_classifier"]
 
 
@@ -31,6 +33,43 @@ def pad_tokens(sentences: Sequence[Sequence[str]]):
             raise ValueError(f"sentence {i}: tokens must be non-empty strings")
         out[i, : len(sentence)] = list(sentence)
     return tf.constant(out.astype(str).reshape(len(sentences), width), dtype=tf.string)
+
+
+@keras.saving.register_keras_serializable(package="elmo_keras")
+class TextModel(keras.Model):
+    """A functional model over one string input (what :func:`text_classifier` and :func:`sequence_tagger` return).
+
+    Calls, ``fit`` (and its ``validation_data``), ``evaluate`` and ``predict`` also take lists or tuples of str,
+    token lists and NumPy ``'<U'``/object arrays (:func:`elmo_keras.text.as_text`); numbers or a wrong rank are an
+    :class:`~elmo_keras.errors.InputError` saying what the model expects.
+    """
+
+    def _text(self, x):
+        x = as_text(x)
+        rank = len(self.inputs[0].shape)
+        expects = "sentences, str [batch]" if rank == 1 else "padded tokens, str [batch, max_len]"
+        if getattr(x, "dtype", None) is None:  # None, a dataset, a generator: Keras reads those
+            return x
+        dtype = keras.backend.standardize_dtype(x.dtype)
+        if dtype != "string":
+            raise InputError(f"{self.name} takes text ({expects}), got {dtype} values")
+        if len(x.shape) != rank:
+            raise InputError(f"{self.name} takes {expects}, got shape {tuple(x.shape)}")
+        return x
+
+    def __call__(self, inputs, *args, **kwargs):
+        return super().__call__(self._text(inputs), *args, **kwargs)
+
+    def fit(self, x=None, y=None, *args, validation_data=None, **kwargs):
+        if isinstance(validation_data, (tuple, list)) and validation_data:
+            validation_data = (self._text(validation_data[0]), *validation_data[1:])
+        return super().fit(self._text(x), y, *args, validation_data=validation_data, **kwargs)
+
+    def evaluate(self, x=None, *args, **kwargs):
+        return super().evaluate(self._text(x), *args, **kwargs)
+
+    def predict(self, x, *args, **kwargs):
+        return super().predict(self._text(x), *args, **kwargs)
 
 
 def _layer_embedder(embedder: keras.layers.Layer) -> keras.layers.Layer:
@@ -90,7 +129,8 @@ def text_classifier(embedder: keras.layers.Layer, num_classes: int, head: str = 
 
     text = keras.Input(shape=(), dtype="string", name="text")
     doc = SegmentedEncoder(encoder, max_tokens=max_tokens, name="document")(text)
-    return _compiled_classifier(text, doc, num_classes, multi_label, dropout, learning_rate, top_k, name)
+    return _compiled_classifier(TextModel, text, doc, num_classes, multi_label, dropout, learning_rate, top_k,
+                                name)
 
 
 def _check_classifier_args(head: str, num_classes: int, multi_label: bool) -> None:
@@ -100,13 +140,13 @@ def _check_classifier_args(head: str, num_classes: int, multi_label: bool) -> No
         raise ValueError(f"num_classes must be >= 2 (>= 1 for multi-label), got {num_classes}")
 
 
-def _compiled_classifier(inputs, doc, num_classes: int, multi_label: bool, dropout: float, learning_rate: float,
-                         top_k: int, name: str) -> keras.Model:
+def _compiled_classifier(model_class: type[keras.Model], inputs, doc, num_classes: int, multi_label: bool,
+                         dropout: float, learning_rate: float, top_k: int, name: str) -> keras.Model:
     """Pooled document vectors -> dropout -> Dense scores, compiled with the loss/metrics of the task."""
     doc = keras.layers.Dropout(dropout)(doc)
     activation = "sigmoid" if multi_label else "softmax"
     outputs = keras.layers.Dense(num_classes, activation=activation, dtype="float32", name="scores")(doc)
-    model = keras.Model(inputs, outputs, name=name)
+    model = model_class(inputs, outputs, name=name)
     if multi_label:
         model.compile(keras.optimizers.Adam(learning_rate), loss=MultiLabelBinaryCrossentropy(num_classes),
                       metrics=[MultiLabelF1(num_classes, "micro"), MultiLabelF1(num_classes, "macro"),
@@ -139,7 +179,8 @@ def features_classifier(num_layers: int, dim: int, num_classes: int, head: str =
     x = make_layer_mixer(mix, num_layers, mix_weights=mix_weights, hidden=hidden)(layers)
     x = _sequence_head(_with_words(x, word_embedding, inputs.get("tokens")), head, units, hidden)
     doc = MaskedPooling(("max", "mean"), name="pooling")(x)
-    return _compiled_classifier(inputs, doc, num_classes, multi_label, dropout, learning_rate, top_k, name)
+    return _compiled_classifier(keras.Model, inputs, doc, num_classes, multi_label, dropout, learning_rate, top_k,
+                                name)
 
 
 def sequence_tagger(embedder: keras.layers.Layer, num_tags: int, mix: str = "trainable",
@@ -158,7 +199,7 @@ def sequence_tagger(embedder: keras.layers.Layer, num_tags: int, mix: str = "tra
     x = _sequence_head(x, "bigru", units, hidden)
     x = keras.layers.Dropout(dropout)(x)
     outputs = keras.layers.Dense(num_tags, activation="softmax", dtype="float32", name="tags")(x)
-    model = keras.Model(tokens, outputs, name=name)
+    model = TextModel(tokens, outputs, name=name)
     model.compile(keras.optimizers.Adam(learning_rate), loss="sparse_categorical_crossentropy",
                   metrics=["accuracy"])
     return model

@@ -4,49 +4,71 @@ from __future__ import annotations
 import copy
 import json
 import os
+from numbers import Real
 from typing import Any
+
+from elmo_keras.errors import InputError
 
 _ACTIVATIONS = ("relu", "tanh")
 
 
 def _require(section: dict, key: str, where: str) -> Any:
+    if not isinstance(section, dict):
+        raise InputError(f"options: '{where}' must be an object ({{...}} in JSON), got {section!r:.60}")
     if key not in section:
-        raise ValueError(f"options: missing '{where}.{key}'")
+        raise InputError(f"options: missing '{where}.{key}'")
     return section[key]
 
 
-def _positive_int(value: Any, name: str) -> int:
+def positive_int(value: Any, name: str) -> int:
+    """``value`` if it is an int >= 1 (a bool is not); else InputError "NAME must be a positive integer"."""
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"options: '{name}' must be a positive integer, got {value!r}")
+        raise InputError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def _positive_int(value: Any, name: str) -> int:
+    return positive_int(value, f"options: '{name}'")
+
+
+def _clip(value: Any, name: str) -> float | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, Real) or not value > 0):
+        raise InputError(f"options: '{name}' must be a positive number or null (no clipping), got {value!r}")
+    return value
+
+
+def _flag(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise InputError(f"options: '{name}' must be true or false (JSON booleans), got {value!r}")
     return value
 
 
 def normalize_options(options: dict) -> dict:
     """Check an options dict and return a complete copy (defaults filled in, clips may be None).
 
-    Raises ValueError naming the option that is missing or invalid.
+    Raises InputError naming the option that is missing or invalid.
     """
     if not isinstance(options, dict):
-        raise TypeError(f"options must be a dict (the parsed options.json), got {type(options).__name__}")
+        raise InputError(f"options must be a dict (the parsed options.json), got {type(options).__name__}")
     opts = copy.deepcopy(options)
     cnn = _require(opts, "char_cnn", "options")
     lstm = _require(opts, "lstm", "options")
     filters = _require(cnn, "filters", "char_cnn")
     if not filters or not all(isinstance(f, (list, tuple)) and len(f) == 2 for f in filters):
-        raise ValueError(f"options: 'char_cnn.filters' must be a list of [width, n_filters] pairs, got {filters!r}")
+        raise InputError(f"options: 'char_cnn.filters' must be a list of [width, n_filters] pairs, got {filters!r}")
     cnn["filters"] = [[_positive_int(w, "char_cnn.filters width"), _positive_int(n, "char_cnn.filters count")]
                       for w, n in filters]
     emb = _require(cnn, "embedding", "char_cnn")
     _positive_int(_require(emb, "dim", "char_cnn.embedding"), "char_cnn.embedding.dim")
     cnn.setdefault("n_highway", 0)
     if isinstance(cnn["n_highway"], bool) or not isinstance(cnn["n_highway"], int) or cnn["n_highway"] < 0:
-        raise ValueError(f"options: 'char_cnn.n_highway' must be an integer >= 0, got {cnn['n_highway']!r}")
+        raise InputError(f"options: 'char_cnn.n_highway' must be an integer >= 0, got {cnn['n_highway']!r}")
     cnn.setdefault("activation", "relu")
     if cnn["activation"] not in _ACTIVATIONS:
-        raise ValueError(f"options: 'char_cnn.activation' must be one of {_ACTIVATIONS}, got {cnn['activation']!r}")
+        raise InputError(f"options: 'char_cnn.activation' must be one of {_ACTIVATIONS}, got {cnn['activation']!r}")
     cnn.setdefault("n_characters", 262)
     if cnn["n_characters"] not in (261, 262):
-        raise ValueError(
+        raise InputError(
             f"options: 'char_cnn.n_characters' must be 262 (or 261 as written by bilm-tf training), "
             f"got {cnn['n_characters']!r}"
         )
@@ -55,12 +77,12 @@ def normalize_options(options: dict) -> dict:
     max_chars = _positive_int(cnn["max_characters_per_token"], "char_cnn.max_characters_per_token")
     widest = max(w for w, _ in cnn["filters"])
     if widest > max_chars:
-        raise ValueError(f"options: a filter of width {widest} is wider than max_characters_per_token={max_chars}")
+        raise InputError(f"options: a filter of width {widest} is wider than max_characters_per_token={max_chars}")
     for key in ("dim", "projection_dim", "n_layers"):
         _positive_int(_require(lstm, key, "lstm"), f"lstm.{key}")
-    lstm.setdefault("cell_clip", None)
-    lstm.setdefault("proj_clip", None)
-    lstm.setdefault("use_skip_connections", False)
+    for key in ("cell_clip", "proj_clip"):
+        lstm[key] = _clip(lstm.get(key), f"lstm.{key}")
+    lstm["use_skip_connections"] = _flag(lstm.get("use_skip_connections", False), "lstm.use_skip_connections")
     return opts
 
 
@@ -72,8 +94,8 @@ def load_options(options: dict | str | os.PathLike) -> dict:
         with open(options, encoding="utf-8") as f:
             try:
                 options = json.load(f)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"options file {os.fspath(options)!r} is not valid JSON: {err}") from None
+            except (json.JSONDecodeError, UnicodeDecodeError) as err:
+                raise InputError(f"options file {os.fspath(options)!r} is not valid JSON: {err}") from None
     return normalize_options(options)
 
 

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from elmo_keras.errors import InputError
+
 BOS_CHAR = 256  # begin sentence
 EOS_CHAR = 257  # end sentence
 BOW_CHAR = 258  # begin word
@@ -34,22 +36,26 @@ def tokenize(sentence: str) -> list[str]:
     return [t for t in _WHITESPACE.split(sentence) if t]
 
 
-def _token_bytes(token: object, where: str) -> bytes:
-    if isinstance(token, bytes):
+def _utf8(value: object, where: str) -> bytes:
+    """A str, or bytes that are valid UTF-8 -> its UTF-8 bytes; errors name ``where`` it came from."""
+    if isinstance(value, bytes):
         try:
-            token.decode("utf-8")
+            value.decode("utf-8")
         except UnicodeDecodeError as err:
-            raise ValueError(f"token {where} is not valid UTF-8 ({err}); decode your text to str first") from None
-        data = token
-    elif isinstance(token, str):
-        try:
-            data = token.encode("utf-8")
-        except UnicodeEncodeError as err:
-            raise ValueError(f"token {where} cannot be encoded as UTF-8 ({err}); remove lone surrogates") from None
-    else:
-        raise TypeError(f"token {where} is a {type(token).__name__}; tokens must be str")
+            raise InputError(f"{where} is not valid UTF-8 ({err}); decode your text to str first") from None
+        return value
+    if not isinstance(value, str):
+        raise TypeError(f"{where} is {value!r:.40} ({type(value).__name__}); text must be str")
+    try:
+        return value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise InputError(f"{where} cannot be encoded as UTF-8 ({err}); remove lone surrogates") from None
+
+
+def _token_bytes(token: object, where: str) -> bytes:
+    data = _utf8(token, f"token {where}")
     if not data:
-        raise ValueError(
+        raise InputError(
             f"token {where} is the empty string; tokens must be non-empty ('' means padding in string tensors)"
         )
     return data
@@ -109,16 +115,73 @@ def encode_token_lists(batch: Sequence[Sequence[str]]) -> list[list[bytes]]:
 # In-graph path (TensorFlow). Core tf.strings / tf.io ops only, so it runs in a stock TF Serving binary.
 
 
+def as_text(inputs):
+    """Text as users pass it -> a string tensor; anything else (tensors, datasets, numeric arrays) unchanged.
+
+    Takes a list or tuple of str (sentences [batch]), of token lists (padded with "" to [batch, max_len]), or a
+    NumPy str/bytes/object array of rank 1 or 2. Every element must be a str or UTF-8 bytes: otherwise TypeError
+    or InputError naming the row.
+    """
+    import tensorflow as tf
+
+    if isinstance(inputs, np.ndarray) and inputs.dtype.kind not in "USO":
+        return inputs
+    if not isinstance(inputs, (list, tuple, np.ndarray, str, bytes)):
+        return inputs
+    if isinstance(inputs, (list, tuple)) and any(isinstance(row, (list, tuple)) for row in inputs):
+        if not all(isinstance(row, (list, tuple)) for row in inputs):
+            raise InputError("text mixes strings and token lists: pass sentences (a list of str) or token lists")
+        width = max(len(row) for row in inputs)
+        inputs = [[*row, *[""] * (width - len(row))] for row in inputs]
+    array = np.asarray(inputs, dtype=object)
+    if array.ndim not in (1, 2):
+        raise InputError(f"text must be sentences [batch] or padded tokens [batch, max_len], got shape {array.shape}"
+                         + ("; wrap a single text in a list: [text]" if array.ndim == 0 else ""))
+    data = [_utf8(value, f"row {index[0]}" + (f", token {index[1]}," if len(index) == 2 else ""))
+            for index, value in np.ndenumerate(array)]
+    return tf.constant(np.array(data, dtype=object).reshape(array.shape), dtype=tf.string)
+
+
+def assert_rows(valid, message: str) -> None:
+    """Fail (InvalidArgumentError, eagerly, in a tf.function and in a SavedModel) with ``elmo_keras: message``
+    and the index of the first row (leading axis) of ``valid`` that holds a False.
+
+    Only the message and the row index go into the error: TensorFlow fails to format invalid UTF-8 bytes.
+    """
+    import tensorflow as tf
+
+    rank = valid.shape.rank
+    rows = tf.reshape(valid, [-1]) if rank == 0 else tf.reduce_all(valid, axis=list(range(1, rank)))
+    tf.debugging.Assert(tf.reduce_all(rows), [f"elmo_keras: {message}; first bad row (0-based, in this batch):",
+                                              tf.where(tf.logical_not(rows))[:1, 0]])
+
+
+def check_char_ids(ids, max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN, n_characters: int = 262):
+    """Char ids (e.g. from :func:`batch_to_ids`) -> int32, after checking them: an integer dtype and
+    ``max_characters_per_token`` ids per token (InputError), every id in ``[0, n_characters)`` (see
+    :func:`assert_rows`)."""
+    import tensorflow as tf
+
+    dtype = tf.as_dtype(ids.dtype)
+    if not dtype.is_integer:
+        raise InputError(f"char ids must be integers (int32, as elmo_keras.batch_to_ids makes them), got "
+                         f"{dtype.name}; pass text as str, or cast ids that are whole numbers")
+    if ids.shape[-1] not in (None, max_characters_per_token):
+        raise InputError(f"char ids have {ids.shape[-1]} ids per token, but the options say "
+                         f"max_characters_per_token={max_characters_per_token}: make them with "
+                         f"batch_to_ids(tokens, max_characters_per_token={max_characters_per_token})")
+    assert_rows((ids >= 0) & (ids < n_characters),
+                f"char ids must be in [0, {n_characters}) (0 = padding token; see elmo_keras.batch_to_ids)")
+    return tf.cast(ids, tf.int32)
+
+
 def tokens_to_char_ids(tokens, max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN):
     """String tensor of tokens, any shape [...] ("" = padding) -> int32 [..., max_characters_per_token]."""
     import tensorflow as tf
 
     tokens = tf.convert_to_tensor(tokens, dtype=tf.string)
-    tf.debugging.assert_equal(
-        tf.strings.unicode_transcode(tokens, "UTF-8", "UTF-8", errors="ignore"),
-        tokens,
-        message="elmo_keras: input text is not valid UTF-8; decode/clean it before calling the model",
-    )
+    valid = tf.equal(tf.strings.unicode_transcode(tokens, "UTF-8", "UTF-8", errors="ignore"), tokens)
+    assert_rows(valid, "input text is not valid UTF-8; decode/clean it before calling the model")
     n_bytes = max_characters_per_token - 2
     raw = tf.cast(tf.io.decode_raw(tokens, tf.uint8, fixed_length=n_bytes), tf.int32)  # [..., n_bytes]
     length = tf.minimum(tf.strings.length(tokens, unit="BYTE"), n_bytes)[..., None]  # [..., 1]

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from elmo_keras.errors import InputError
 from elmo_keras.options import n_filters
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -52,33 +53,64 @@ def expected_shapes(options: dict) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def read_weights_hdf5(path: str | os.PathLike, options: dict) -> dict[str, np.ndarray]:
-    """Read every dataset ``options`` needs from ``path`` and check its shape.
+#: What decides the count of each numbered dataset family, to name when a file holds more than the options say.
+_COUNTED_BY = (("CNN_high_", "char_cnn.n_highway"), ("/Cell", "lstm.n_layers"), ("CNN/", "char_cnn.filters"),
+               ("CNN_proj/", "char_cnn.filters and lstm.projection_dim"))
 
-    Raises FileNotFoundError, KeyError naming a missing dataset, or ValueError naming the dataset whose
-    shape is wrong (expected vs found) and the options that decide it.
+
+def read_weights_hdf5(path: str | os.PathLike, options: dict) -> dict[str, np.ndarray]:
+    """Read every dataset ``options`` needs from ``path`` and check it.
+
+    Raises FileNotFoundError, KeyError naming a missing dataset, or InputError naming the problem: a file that
+    is not (or not all) hdf5, a dataset of the wrong shape (expected vs found) or type, or ELMo datasets that
+    the options do not describe (the file holds a bigger model than the options say).
     """
     import h5py
 
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"weight file not found: {path!r}")
+    expected = expected_shapes(options)
     out: dict[str, np.ndarray] = {}
-    with h5py.File(path, "r") as f:
-        for name, shape in expected_shapes(options).items():
-            if name not in f:
-                raise KeyError(
-                    f"weight file {path!r} has no dataset '{name}' (expected shape {shape}); "
-                    "is it a bilm-tf/AllenNLP ELMo weight file that matches the options?"
-                )
-            found = tuple(f[name].shape)
-            if found != shape:
-                raise ValueError(
-                    f"weight file {path!r}: dataset '{name}' has shape {found}, expected {shape} from the options "
-                    f"(char_cnn={options['char_cnn']}, lstm={options['lstm']}); the options do not match the weights"
-                )
-            out[name] = np.asarray(f[name][...], dtype=np.float32)
+    try:
+        with h5py.File(path, "r") as f:
+            for name, shape in expected.items():
+                if name not in f:
+                    raise KeyError(
+                        f"weight file {path!r} has no dataset '{name}' (expected shape {shape}); "
+                        "is it a bilm-tf/AllenNLP ELMo weight file that matches the options?"
+                    )
+                out[name] = _checked_dataset(f[name], name, shape, path, options)
+            stored: list[str] = []
+            f.visititems(lambda name, node: stored.append(name) if isinstance(node, h5py.Dataset) else None)
+    except OSError as err:
+        raise InputError(f"{path!r} is not a valid/complete hdf5 weight file ({err}); download or write it "
+                         "again (a truncated download, an empty file or a text file gives this)") from None
+    extra = sorted(n for n in stored if n not in expected and (n == "char_embed" or n.startswith(("CNN", "RNN_"))))
+    if extra:
+        options_named = sorted({option for prefix, option in _COUNTED_BY for n in extra if prefix in n})
+        raise InputError(f"weight file {path!r} holds datasets the options do not describe: {extra[:4]}"
+                         f"{' ...' if len(extra) > 4 else ''}; the file and the options disagree: fix "
+                         f"{', '.join(options_named) or 'the architecture'} in the options to match the file")
     return out
+
+
+def _checked_dataset(node, name: str, shape: tuple[int, ...], path: str, options: dict) -> np.ndarray:
+    """One hdf5 node -> float32 array, after checking it is a numeric dataset of ``shape``."""
+    import h5py
+
+    if not isinstance(node, h5py.Dataset):
+        raise InputError(f"weight file {path!r}: '{name}' is a {type(node).__name__}, expected a dataset of "
+                         f"shape {shape}; the file is not in the bilm-tf/AllenNLP layout")
+    if node.dtype.kind not in "fiu":
+        raise InputError(f"weight file {path!r}: dataset '{name}' holds {node.dtype} values, expected numbers "
+                         f"(float32) of shape {shape}")
+    if tuple(node.shape) != shape:
+        raise InputError(
+            f"weight file {path!r}: dataset '{name}' has shape {tuple(node.shape)}, expected {shape} from the "
+            f"options (char_cnn={options['char_cnn']}, lstm={options['lstm']}); the options do not match the weights"
+        )
+    return np.asarray(node[...], dtype=np.float32)
 
 
 def write_weights_hdf5(arrays: dict[str, np.ndarray], path: str | os.PathLike) -> None:

@@ -11,7 +11,7 @@ from keras import ops
 from elmo_keras.layers.char_cnn import CharCNN
 from elmo_keras.layers.lstm import ProjectedBiLSTM
 from elmo_keras.options import load_options, normalize_options
-from elmo_keras.text import boundary_char_ids
+from elmo_keras.text import boundary_char_ids, check_char_ids
 from elmo_keras.weights import read_weights_hdf5
 
 
@@ -176,7 +176,7 @@ class BiLM(keras.layers.Layer):
     def call(self, inputs):
         if isinstance(inputs, (tuple, list)):  # (token vectors [B, T, P], mask [B, T]): e.g. from a token cache
             return self._contextualize(*inputs)
-        char_ids = ops.cast(inputs, "int32")
+        char_ids = check_char_ids(inputs, self.max_characters_per_token, self.options["char_cnn"]["n_characters"])
         return self._contextualize(self.char_cnn(char_ids), ops.any(char_ids > 0, axis=-1))
 
     def _contextualize(self, token_embeddings, mask):

@@ -59,6 +59,9 @@ class CharCNN(keras.layers.Layer):
     def call(self, ids):
         lead_shape = ops.shape(ids)[:-1]
         flat = ops.reshape(ids, (-1, self.max_characters_per_token))
+        # One padding token more, dropped below: with oneDNN (TF 2.21 on x86) a convolution over zero rows returns
+        # its input unchanged, so an empty batch would fail.
+        flat = ops.concatenate([flat, ops.zeros((1, self.max_characters_per_token), flat.dtype)], axis=0)
         chars = ops.take(self.embedding_table(), flat, axis=0)  # [N, C, char_dim]
         act = ops.relu if self.activation == "relu" else ops.tanh
         pooled = []
@@ -68,7 +71,7 @@ class CharCNN(keras.layers.Layer):
         x = self.highway(ops.concatenate(pooled, axis=-1))
         if self.use_projection:
             x = ops.matmul(x, self.proj_kernel) + self.proj_bias
-        return ops.reshape(x, (*lead_shape, self.projection_dim))
+        return ops.reshape(x[:-1], (*lead_shape, self.projection_dim))
 
     def compute_mask(self, ids, mask=None):
         return ops.any(ids > 0, axis=-1)

@@ -22,10 +22,11 @@ from collections.abc import Callable, Sequence
 import keras
 import tensorflow as tf
 
+from elmo_keras.errors import InputError
 from elmo_keras.lm.data import DEFAULT_BUCKETS, lm_dataset
 from elmo_keras.lm.model import BiLanguageModel
 from elmo_keras.lm.vocab import Vocabulary
-from elmo_keras.options import load_options
+from elmo_keras.options import load_options, positive_int
 from elmo_keras.weights import save_weights_hdf5
 
 #: Training settings read from options.json (bilm-tf names where bilm-tf has one), with their defaults.
@@ -42,10 +43,9 @@ def training_options(options: dict | str | os.PathLike) -> dict:
     """Options (dict or path) with the training defaults filled in; checks the training settings."""
     opts = {**TRAIN_DEFAULTS, **load_options(options)}
     if opts["optimizer"] not in ("adam", "adagrad"):
-        raise ValueError(f"options: 'optimizer' must be 'adam' or 'adagrad', got {opts['optimizer']!r}")
+        raise InputError(f"options: 'optimizer' must be 'adam' or 'adagrad', got {opts['optimizer']!r}")
     for key in ("batch_size", "n_epochs"):
-        if not isinstance(opts[key], int) or opts[key] < 1:
-            raise ValueError(f"options: '{key}' must be a positive integer, got {opts[key]!r}")
+        positive_int(opts[key], f"options: '{key}'")
     return opts
 
 
@@ -74,7 +74,7 @@ class Throughput(keras.callbacks.Callback):
 
     def __init__(self, log: Callable[[str], None] = print):
         super().__init__()
-        self.log, self.history = log, []
+        self.log = log
 
     def on_epoch_begin(self, epoch, logs=None):
         self.start, self.last, self.tokens = time.perf_counter(), None, 0.0
@@ -86,12 +86,26 @@ class Throughput(keras.callbacks.Callback):
         logs = logs if logs is not None else {}
         seconds = (self.last or time.perf_counter()) - self.start
         logs["tokens_per_second"] = self.tokens / max(seconds, 1e-9)
-        self.history.append(logs["tokens_per_second"])
         nan = float("nan")
         self.log(f"epoch {epoch + 1}: {self.tokens:.0f} tokens in {seconds:.1f} s = "
                  f"{logs['tokens_per_second']:.0f} tokens/s; perplexity train forward "
                  f"{logs.get('forward_ppl', nan):.1f} backward {logs.get('backward_ppl', nan):.1f}, valid forward "
                  f"{logs.get('val_forward_ppl', nan):.1f} backward {logs.get('val_backward_ppl', nan):.1f}")
+
+
+class EpochLogs(keras.callbacks.Callback):
+    """Every epoch's logs (losses, perplexities, tokens/s) by epoch, also kept in ``path`` (in the backup folder),
+    so that a run resumed from its backup keeps the epochs it ran before the interruption."""
+
+    def __init__(self, path: str, before_epoch: int):
+        super().__init__()
+        self.path = path
+        self.logs = {int(e): v for e, v in (_read_json(path) or {}).items() if int(e) < before_epoch}
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.logs[epoch] = {key: float(value) for key, value in (logs or {}).items()}
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        _write_json({str(e): v for e, v in self.logs.items()}, self.path)
 
 
 def _read_json(path: str) -> dict | None:
@@ -120,7 +134,7 @@ def _prepare_folder(out_dir: str, options: dict, train_files: Sequence[str], is_
     if saved is not None:
         for key in _ARCHITECTURE:
             if saved.get(key) != options.get(key):
-                raise ValueError(f"{options_path} holds a different '{key}' than the options given; "
+                raise InputError(f"{options_path} holds a different '{key}' than the options given; "
                                  "use a new --out folder or the same options to resume")
     if is_chief:
         os.makedirs(out_dir, exist_ok=True)
@@ -146,7 +160,9 @@ def pretrain(train_files: Sequence[str | os.PathLike], valid_file: str | os.Path
     strategy = strategy or tf.distribute.get_strategy()
     n_workers, is_chief = _cluster(strategy)
     opts = training_options(options)
-    epochs = epochs or opts["n_epochs"]
+    epochs = opts["n_epochs"] if epochs is None else positive_int(epochs, "epochs (--epochs)")
+    if steps_per_epoch is not None:
+        positive_int(steps_per_epoch, "steps_per_epoch (--steps-per-epoch)")
     opts, vocab = _prepare_folder(out_dir, opts, train_files, is_chief)
     state_path = os.path.join(out_dir, "state.json")
     state = _read_json(state_path) or {"epochs_completed": 0, "tokens_per_second": [], "wall_seconds": 0.0}
@@ -174,10 +190,11 @@ def pretrain(train_files: Sequence[str | os.PathLike], valid_file: str | os.Path
             _load_initial_weights(model, init_from, vocab)
         model.compile(optimizer=make_optimizer(opts))
     backup_dir = os.path.join(out_dir, "backup" if is_chief else f"backup-{strategy.cluster_resolver.task_id}")
-    throughput = Throughput(log)
+    backed_up = (_read_json(os.path.join(backup_dir, "training_metadata.json")) or {}).get("epoch", 0)
+    epoch_logs = EpochLogs(os.path.join(backup_dir, "epoch_logs.json"), backed_up)
     callbacks = [*callbacks, keras.callbacks.BackupAndRestore(backup_dir, save_freq=opts["backup_every_steps"],
                                                   double_checkpoint=True),
-                 throughput, keras.callbacks.TerminateOnNaN()]
+                 Throughput(log), epoch_logs, keras.callbacks.TerminateOnNaN()]
     if importlib.util.find_spec("tensorboard") is not None:
         callbacks.append(keras.callbacks.TensorBoard(os.path.join(out_dir, "logs"), update_freq=50))
     else:
@@ -185,27 +202,26 @@ def pretrain(train_files: Sequence[str | os.PathLike], valid_file: str | os.Path
     train_ds = dataset(train_files, True)
     valid_ds = dataset([os.fspath(valid_file)], False) if valid_file else None
     start = time.perf_counter()
-    backed_up = (_read_json(os.path.join(backup_dir, "training_metadata.json")) or {}).get("epoch", 0)
     if backed_up >= epochs:  # an interrupted longer run, now asked to stop at `epochs`: finish from its backup
         with strategy.scope():
             model.optimizer.build(model.trainable_variables)
         model.load_weights(os.path.join(backup_dir, "latest.weights.h5"))
         shutil.rmtree(backup_dir)
         log(f"restored epoch {backed_up} from {backup_dir} (>= --epochs {epochs}): writing those weights")
-        history = {"epoch": [backed_up - 1], "history": {}}
+        state["epochs_completed"] = backed_up
     else:
         fitted = model.fit(train_ds.repeat() if steps_per_epoch else train_ds, epochs=epochs,
                            initial_epoch=state["epochs_completed"], validation_data=valid_ds,
                            steps_per_epoch=steps_per_epoch, callbacks=callbacks, verbose=verbose)
         if model.stop_training or not fitted.epoch:
             raise RuntimeError("training stopped early (NaN loss?): weights were not written; see the logs")
-        history = {"epoch": fitted.epoch, "history": fitted.history}
+        state["epochs_completed"] = fitted.epoch[-1] + 1
     state["wall_seconds"] += time.perf_counter() - start
-    state["epochs_completed"] = history["epoch"][-1] + 1
-    state["tokens_per_second"] += throughput.history
     state.setdefault("history", {})
-    for key, values in history["history"].items():
-        state["history"].setdefault(key, []).extend(float(v) for v in values)
+    for epoch in sorted(epoch_logs.logs):  # this run's epochs and those of the interrupted run it resumed
+        state["tokens_per_second"].append(epoch_logs.logs[epoch]["tokens_per_second"])
+        for key, value in epoch_logs.logs[epoch].items():
+            state["history"].setdefault(key, []).append(value)
     if valid_ds is not None:
         metrics = model.evaluate(valid_ds, return_dict=True, verbose=0)
         state["valid_perplexity"] = {"forward": float(metrics["forward_ppl"]),
@@ -225,7 +241,7 @@ def _load_initial_weights(model: BiLanguageModel, source: str, vocab: Vocabulary
     src_options = load_options(files["options"])
     for key in ("char_cnn", "lstm"):
         if src_options[key] != model.options[key]:
-            raise ValueError(f"cannot continue from {source!r}: its '{key}' options differ from this run's")
+            raise InputError(f"cannot continue from {source!r}: its '{key}' options differ from this run's")
     model.bilm.set_weight_arrays(read_weights_hdf5(files["weights"], src_options))
     if files.get("softmax") and files.get("vocab") and Vocabulary.load(files["vocab"]) == vocab:
         model.load_softmax_hdf5(files["softmax"])

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 
+from elmo_keras.errors import InputError
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 #: name -> one-line description of the shipped presets.
@@ -27,7 +29,7 @@ def preset_files(name: str | os.PathLike) -> dict[str, str | None]:
     name = os.fspath(name)
     folder = os.path.join(_HERE, name) if name in PRESETS else name
     if not os.path.isdir(folder):
-        raise ValueError(f"unknown preset {name!r}: use one of {sorted(PRESETS)} or a folder with "
+        raise InputError(f"unknown preset {name!r}: use one of {sorted(PRESETS)} or a folder with "
                          f"options.json and weights.hdf5")
     files = {key: os.path.join(folder, file) for key, file in _FILES.items()}
     for key in _REQUIRED:
