@@ -72,7 +72,7 @@ def _model_files(args: argparse.Namespace) -> tuple[str, str]:
         files = preset_files(args.preset)
         return files["options"], files["weights"]
     if not args.weights:
-        raise SystemExit("elmo-keras: error: --options needs --weights")
+        raise InputError("--options needs --weights")
     return args.options, args.weights
 
 
@@ -273,7 +273,7 @@ def _run_export(args: argparse.Namespace) -> int:
     from elmo_keras.export import export_serving
 
     if not os.path.exists(args.model):
-        raise SystemExit(f"elmo-keras: error: model file not found: {args.model}")
+        raise InputError(f"model file not found: {args.model}")
     if not zipfile.is_zipfile(args.model):
         raise InputError(f"{args.model} is not a .keras model file (not a zip archive: truncated or another "
                          "format); save it again with model.save('model.keras')")
