@@ -4,7 +4,7 @@ from elmo_keras.corpus import embed_file, load_embeddings
 from elmo_keras.elmo import Elmo
 from elmo_keras.embed import ElmoEmbedder
 from elmo_keras.export import export_serving
-from elmo_keras.hub_module import export_hub_module
+from elmo_keras.hub_export import export_hub_module
 from elmo_keras.layers import (BiLM, CharCNN, Highway, HubElmo, LayerConcat, LayerFusion, MaskedPooling,
                                ProjectedBiLSTM, ScalarMix, SegmentedEncoder)
 from elmo_keras.options import RELEASED_OPTIONS, load_options

@@ -7,11 +7,10 @@ from collections.abc import Sequence
 import keras
 
 from elmo_keras.errors import InputError
+from elmo_keras.hub_module import read_hub_module
 from elmo_keras.layers.bilm import BiLM
 from elmo_keras.layers.scalar_mix import ScalarMix
-from elmo_keras.options import load_options
 from elmo_keras.text import as_text, strings_to_char_ids
-from elmo_keras.weights import read_weights_hdf5
 
 _OUTPUTS = ("dict", "elmo", "layers")
 
@@ -38,29 +37,35 @@ class Elmo(keras.layers.Layer):
     no ScalarMix is created).
 
     Args:
-      options: the options dict (see :mod:`elmo_keras.options`).
+      options: the options dict (see :mod:`elmo_keras.options`) of a new, untrained biLM; or
+      bilm: a built :class:`BiLM` (e.g. ``BiLM.from_pretrained(...)``), serialized with this layer.
       num_output_representations: how many independent ScalarMixes (e.g. one per task layer).
       dropout: dropout on each representation (training only).
       bilm_trainable: fine-tune the biLM (frozen by default; the mixes always train unless fixed).
       mix_weights: fixed mixing weights used as given instead of trainable softmax weights.
       do_layer_norm, weight_dropout, l2_coef: passed to every :class:`ScalarMix`.
-      stateful, max_batch_size, add_sentence_boundaries: passed to the :class:`BiLM`.
+      stateful, max_batch_size, add_sentence_boundaries: passed to the :class:`BiLM` built from ``options``.
     """
 
-    def __init__(self, options: dict, num_output_representations: int = 1, dropout: float = 0.5,
+    def __init__(self, options: dict | None = None, num_output_representations: int = 1, dropout: float = 0.5,
                  output: str = "dict", bilm_trainable: bool = False, mix_weights: Sequence[float] | None = None,
                  do_layer_norm: bool = False, weight_dropout: float = 0.0, l2_coef: float = 0.0,
                  stateful: bool = False, max_batch_size: int = 128, add_sentence_boundaries: bool = True,
-                 **kwargs):
+                 bilm: BiLM | None = None, **kwargs):
         super().__init__(**kwargs)
+        if (options is None) == (bilm is None):
+            raise InputError("give Elmo either options (a new, untrained biLM) or bilm= (a built BiLM), not both")
         if output not in _OUTPUTS:
             raise ValueError(f"output must be one of {_OUTPUTS}, got {output!r}")
         if output == "elmo" and num_output_representations != 1:
             raise ValueError("output='elmo' returns one representation: use num_output_representations=1")
         if num_output_representations < 1 and output != "layers":
             raise ValueError(f"num_output_representations must be >= 1, got {num_output_representations}")
-        self.bilm = BiLM(options, stateful=stateful, max_batch_size=max_batch_size, trainable=bilm_trainable,
-                         add_sentence_boundaries=add_sentence_boundaries, name="bilm", dtype=self.dtype_policy)
+        if bilm is None:
+            bilm = BiLM(options, stateful=stateful, max_batch_size=max_batch_size,
+                        add_sentence_boundaries=add_sentence_boundaries, name="bilm", dtype=self.dtype_policy)
+        bilm.trainable = bilm_trainable
+        self.bilm = bilm
         self.options = self.bilm.options
         self.num_output_representations = num_output_representations
         self.dropout_rate = dropout
@@ -83,12 +88,7 @@ class Elmo(keras.layers.Layer):
     def from_pretrained(cls, options_file: dict | str | os.PathLike, weight_file: str | os.PathLike,
                         **kwargs) -> "Elmo":
         """Build from an options.json (path or dict) and a released-layout hdf5 weight file."""
-        options = load_options(options_file)
-        arrays = read_weights_hdf5(weight_file, options)
-        elmo = cls(options, **kwargs)
-        elmo.build()
-        elmo.bilm.set_weight_arrays(arrays)
-        return elmo
+        return cls(bilm=BiLM.from_pretrained(options_file, weight_file, **cls._bilm_arguments(kwargs)), **kwargs)
 
     @classmethod
     def from_hub(cls, path: str | os.PathLike, boundaries: str | None = None,
@@ -100,21 +100,25 @@ class Elmo(keras.layers.Layer):
         or None: what the module records, else "none". ``use_skip_connections``: see
         :func:`elmo_keras.hub_module.read_hub_module`. Other arguments go to ``Elmo``.
         """
-        from elmo_keras.hub_module import read_hub_module
-
         module = read_hub_module(path, use_skip_connections)
-        elmo = cls(module.options, add_sentence_boundaries=module.sentence_boundaries(boundaries), **kwargs)
+        bilm = BiLM.from_weights(module.options, module.arrays, **cls._bilm_arguments(kwargs),
+                                 add_sentence_boundaries=module.sentence_boundaries(boundaries))
+        elmo = cls(bilm=bilm, **kwargs)
         elmo.build()
-        module.assign(elmo)
+        module.init_mixes(elmo.mixes)
         return elmo
 
     @classmethod
     def from_preset(cls, name: str | os.PathLike, **kwargs) -> "Elmo":
         """A shipped preset (e.g. ``"brown-small"``, see ``elmo_keras.presets``) or a pretraining output folder."""
-        from elmo_keras.presets import preset_files
+        return cls(bilm=BiLM.from_preset(name, **cls._bilm_arguments(kwargs)), **kwargs)
 
-        files = preset_files(name)
-        return cls.from_pretrained(files["options"], files["weights"], **kwargs)
+    @staticmethod
+    def _bilm_arguments(kwargs: dict) -> dict:
+        """Take the BiLM's own arguments (and the dtype both share) out of an Elmo's keyword arguments."""
+        own = {key: kwargs.pop(key) for key in ("stateful", "max_batch_size", "add_sentence_boundaries")
+               if key in kwargs}
+        return {**own, **({"dtype": kwargs["dtype"]} if "dtype" in kwargs else {})}
 
     @property
     def output_dim(self) -> int:
@@ -130,7 +134,8 @@ class Elmo(keras.layers.Layer):
         return twin
 
     def build(self, input_shape=None):
-        self.bilm.build(None)
+        if not self.bilm.built:  # a BiLM given as bilm= is built already
+            self.bilm.build(None)
         layer_shape = (None, None, self.output_dim)
         for mix in self.mixes:
             mix.build([layer_shape] * (self.bilm.n_layers + 1))
@@ -153,18 +158,18 @@ class Elmo(keras.layers.Layer):
         out = self.bilm(self.char_ids(inputs))
         layers, mask = out["layers"], out["mask"]
         if self.output_mode == "layers":
-            for layer in layers:
-                layer._keras_mask = mask
             return layers
         reps = [self.dropout(mix(layers, mask=mask, training=training), training=training) for mix in self.mixes]
         if self.output_mode == "elmo":
-            reps[0]._keras_mask = mask  # the Keras mask, read by the layers stacked on top
             return reps[0]
         return {"elmo_representations": reps, "mask": mask, "layers": layers}
 
     def compute_mask(self, inputs, mask=None):
-        # The mask of output="elmo"/"layers" is attached to the output tensors in call(); the dict has "mask".
-        return None
+        """The token mask bool [B, T] of output="elmo" (one per layer for "layers"; the dict has "mask")."""
+        if self.output_mode == "dict" or keras.backend.is_keras_tensor(inputs):
+            return None  # symbolic calls carry no mask: a functional model computes it when it runs
+        token_mask = keras.ops.any(keras.ops.not_equal(self.char_ids(inputs), 0), axis=-1)
+        return [token_mask] * (self.bilm.n_layers + 1) if self.output_mode == "layers" else token_mask
 
     @staticmethod
     def _steps(shape):
@@ -184,9 +189,15 @@ class Elmo(keras.layers.Layer):
                            for _ in range(self.bilm.n_layers + 1)]}
 
     def get_config(self):
-        return {**super().get_config(), "options": self.options,
+        return {**super().get_config(), "bilm": keras.saving.serialize_keras_object(self.bilm),
                 "num_output_representations": self.num_output_representations, "dropout": self.dropout_rate,
                 "output": self.output_mode, "bilm_trainable": self.bilm_trainable, "mix_weights": self.mix_weights,
                 "do_layer_norm": self.do_layer_norm, "weight_dropout": self.weight_dropout,
-                "l2_coef": self.l2_coef, "stateful": self.bilm.stateful, "max_batch_size": self.bilm.max_batch_size,
-                "add_sentence_boundaries": self.bilm.add_sentence_boundaries}
+                "l2_coef": self.l2_coef}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if isinstance(config.get("bilm"), dict):  # written by this version; older files have "options"
+            config["bilm"] = keras.saving.deserialize_keras_object(config["bilm"])
+        return cls(**config)

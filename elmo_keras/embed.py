@@ -13,6 +13,13 @@ from elmo_keras.text import batch_to_ids, encode_token_lists
 _DTYPES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "mixed_bfloat16": "mixed_bfloat16"}
 
 
+def _policy(dtype: str) -> str:
+    """``dtype`` of :class:`ElmoEmbedder` -> the Keras dtype policy of its BiLM."""
+    if dtype not in _DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
+    return _DTYPES[dtype]
+
+
 class ElmoEmbedder:
     """The familiar ``ElmoEmbedder`` API over :class:`BiLM`.
 
@@ -36,12 +43,11 @@ class ElmoEmbedder:
                  dtype: str = "float32", token_cache: Iterable[str] | None = None, cache_new_tokens: bool = True,
                  max_cache_size: int = 1_000_000, batch_size: int = 64, chunk_size: int = 4096,
                  jit_compile: bool = False, length_multiple: int = 8, char_cnn_batch: int = 256):
-        if dtype not in _DTYPES:
-            raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
+        policy = _policy(dtype)
         if bilm is None:
             if options_file is None or weight_file is None:
                 raise ValueError("give options_file and weight_file, or bilm=")
-            bilm = BiLM.from_pretrained(options_file, weight_file, dtype=_DTYPES[dtype])
+            bilm = BiLM.from_pretrained(options_file, weight_file, dtype=policy)
         if bilm.stateful:
             raise ValueError("ElmoEmbedder needs a stateless BiLM (it reorders sentences)")
         self.bilm = bilm
@@ -64,10 +70,7 @@ class ElmoEmbedder:
     @classmethod
     def from_preset(cls, name: str, **kwargs) -> "ElmoEmbedder":
         """Use a shipped preset (e.g. "brown-small")."""
-        from elmo_keras.presets import preset_files
-
-        files = preset_files(name)
-        return cls(files["options"], files["weights"], **kwargs)
+        return cls(bilm=BiLM.from_preset(name, dtype=_policy(kwargs.get("dtype", "float32"))), **kwargs)
 
     def add_to_cache(self, words: Iterable[str]) -> None:
         """Compute and keep the char-CNN vectors of ``words`` (a vocabulary)."""

@@ -56,6 +56,21 @@ def atomic_file(path: str) -> Iterator[str]:
         raise
 
 
+@contextlib.contextmanager
+def atomic_dir(path: str) -> Iterator[str]:
+    """Yield a temporary folder next to ``path``; on success it replaces ``path`` (see :func:`publish`), on any
+    exception it is removed and ``path`` is left as it was."""
+    parent, name = os.path.split(os.path.abspath(path))
+    tmp = tempfile.mkdtemp(prefix=f".{name}.", suffix=TMP_SUFFIX, dir=parent)
+    usual_permissions(tmp)
+    try:
+        yield tmp
+        publish(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
 def write_json(path: str, obj: Any) -> None:
     """Write ``obj`` as JSON to ``path`` atomically."""
     with atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8") as f:

@@ -224,3 +224,13 @@ def strings_to_char_ids(strings, max_characters_per_token: int = MAX_CHARACTERS_
     raise ValueError(
         f"string input must be sentences [batch] or padded tokens [batch, max_len]; got shape {strings.shape}"
     )
+
+
+def split_on_spaces(sentences):
+    """string [B] -> (tokens string [B, T] "" padded, lengths int32 [B]): TF Hub ELMo's ``default`` signature
+    rule (single spaces, empty pieces dropped); core TF ops."""
+    import tensorflow as tf
+
+    pieces = tf.strings.split(sentences, sep=" ")
+    pieces = tf.ragged.boolean_mask(pieces, tf.strings.length(pieces) > 0)
+    return pieces.to_tensor(default_value=""), tf.cast(pieces.row_lengths(), tf.int32)

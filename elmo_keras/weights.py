@@ -11,22 +11,84 @@ Layout (dataset: shape), with F = sum of filter counts, P = projection_dim, D = 
 from __future__ import annotations
 
 import os
-import tempfile
-from typing import TYPE_CHECKING
 
+import keras
 import numpy as np
 
 from elmo_keras.errors import InputError
+from elmo_keras.files import atomic_file
 from elmo_keras.options import n_filters
-
-if TYPE_CHECKING:  # pragma: no cover
-    from elmo_keras.layers.bilm import BiLM
 
 _DIRECTIONS = ("RNN_0", "RNN_1")  # forward, backward
 
 
-def _lstm_prefix(direction: int, layer: int) -> str:
+def lstm_prefix(direction: int, layer: int) -> str:
+    """Dataset prefix of LSTM ``layer`` of ``direction`` (0 forward, 1 backward)."""
     return f"{_DIRECTIONS[direction]}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
+
+
+def to_file_layout(name: str, value):
+    """A variable's value -> the shape it has in the file (the conv kernels have a leading axis of 1 there).
+    Works on NumPy arrays and tensors alike."""
+    return value[None] if name.startswith("CNN/W_cnn_") else value
+
+
+def from_file_layout(name: str, value: np.ndarray) -> np.ndarray:
+    return value[0] if name.startswith("CNN/W_cnn_") else value
+
+
+def variable_map(bilm: keras.Layer) -> dict[str, tuple[keras.Variable, int | None]]:
+    """A built BiLM's variables by dataset name: (variable, direction index into its leading axis or None).
+
+    The only place that maps the released names onto our layers (``BiLM.char_cnn`` and ``BiLM.lstm``).
+    """
+    cnn, lstm = bilm.char_cnn, bilm.lstm
+    entries: dict[str, tuple[keras.Variable, int | None]] = {"char_embed": (cnn.char_embed, None)}
+    for i, (kernel, bias) in enumerate(zip(cnn.conv_kernels, cnn.conv_biases)):
+        entries[f"CNN/W_cnn_{i}"] = (kernel, None)
+        entries[f"CNN/b_cnn_{i}"] = (bias, None)
+    highway = cnn.highway
+    for k in range(highway.num_layers):
+        for part in ("carry", "transform"):
+            entries[f"CNN_high_{k}/W_{part}"] = (getattr(highway, f"{part}_kernels")[k], None)
+            entries[f"CNN_high_{k}/b_{part}"] = (getattr(highway, f"{part}_biases")[k], None)
+    if cnn.use_projection:
+        entries["CNN_proj/W_proj"] = (cnn.proj_kernel, None)
+        entries["CNN_proj/b_proj"] = (cnn.proj_bias, None)
+    for direction in range(2):
+        for layer in range(len(lstm.kernels)):
+            prefix = lstm_prefix(direction, layer)
+            entries[f"{prefix}/W_0"] = (lstm.kernels[layer], direction)
+            entries[f"{prefix}/B"] = (lstm.biases[layer], direction)
+            entries[f"{prefix}/W_P_0"] = (lstm.projections[layer], direction)
+    return entries
+
+
+def get_weight_arrays(bilm: keras.Layer) -> dict[str, np.ndarray]:
+    """A built BiLM's weights as {dataset name: float32 array in the released shape}."""
+    out = {}
+    for name, (variable, index) in variable_map(bilm).items():
+        value = keras.ops.convert_to_numpy(variable).astype(np.float32)
+        out[name] = to_file_layout(name, value if index is None else value[index])
+    return out
+
+
+def set_weight_arrays(bilm: keras.Layer, arrays: dict[str, np.ndarray]) -> None:
+    """Assign a built BiLM's weights from {dataset name: array in the released shape}."""
+    pending: dict[int, list] = {}
+    for name, (variable, index) in variable_map(bilm).items():
+        if name not in arrays:
+            raise KeyError(f"no array for weight '{name}'")
+        value = from_file_layout(name, np.asarray(arrays[name], dtype=np.float32))
+        expected = tuple(variable.shape) if index is None else tuple(variable.shape[1:])
+        if value.shape != expected:
+            raise InputError(f"weight '{name}' has shape {value.shape}, expected {expected}")
+        if index is None:
+            variable.assign(value)
+        else:  # both directions live in one variable: assign it once, whole
+            pending.setdefault(id(variable), [variable, keras.ops.convert_to_numpy(variable).copy()])[1][index] = value
+    for variable, value in pending.values():
+        variable.assign(value)
 
 
 def expected_shapes(options: dict) -> dict[str, tuple[int, ...]]:
@@ -46,7 +108,7 @@ def expected_shapes(options: dict) -> dict[str, tuple[int, ...]]:
         shapes["CNN_proj/b_proj"] = (p,)
     for direction in range(2):
         for layer in range(lstm["n_layers"]):
-            prefix = _lstm_prefix(direction, layer)
+            prefix = lstm_prefix(direction, layer)
             shapes[f"{prefix}/W_0"] = (2 * p, 4 * d)
             shapes[f"{prefix}/B"] = (4 * d,)
             shapes[f"{prefix}/W_P_0"] = (d, p)
@@ -117,27 +179,14 @@ def write_weights_hdf5(arrays: dict[str, np.ndarray], path: str | os.PathLike) -
     """Write ``arrays`` (dataset name -> array) to ``path`` atomically (temporary file, then rename)."""
     import h5py
 
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(suffix=".hdf5.tmp", dir=folder)
-    os.close(fd)
-    try:
-        with h5py.File(tmp, "w") as f:
-            for name, value in arrays.items():
-                f.create_dataset(name, data=np.asarray(value, dtype=np.float32))
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600 files; give the usual permissions
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    with atomic_file(os.fspath(path)) as tmp, h5py.File(tmp, "w") as f:
+        for name, value in arrays.items():
+            f.create_dataset(name, data=np.asarray(value, dtype=np.float32))
 
 
-def save_weights_hdf5(bilm: "BiLM", path: str | os.PathLike) -> None:
+def save_weights_hdf5(bilm: keras.Layer, path: str | os.PathLike) -> None:
     """Write a built ``BiLM``'s weights in the released layout (readable by bilm-tf, AllenNLP and us)."""
-    write_weights_hdf5(bilm.get_weight_arrays(), path)
+    write_weights_hdf5(get_weight_arrays(bilm), path)
 
 
 def random_weights(options: dict, seed: int = 0, scale: float = 0.1) -> dict[str, np.ndarray]:

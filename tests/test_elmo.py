@@ -46,7 +46,7 @@ def test_the_two_banks_differ(elmo):
 
 def build_classifier(fixture_files):
     return keras.Sequential([keras.Input(shape=(), dtype="string"),
-                             ek.Elmo.from_pretrained(*fixture_files, output="elmo"),
+                             ek.Elmo.from_pretrained(*fixture_files, output="elmo", dropout=0.1),
                              keras.layers.Bidirectional(keras.layers.GRU(8)),
                              keras.layers.Dense(3, activation="softmax")])
 

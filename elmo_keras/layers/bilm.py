@@ -8,11 +8,13 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
+from elmo_keras.hub_module import read_hub_module
 from elmo_keras.layers.char_cnn import CharCNN
 from elmo_keras.layers.lstm import ProjectedBiLSTM
 from elmo_keras.options import load_options, normalize_options
+from elmo_keras.presets import preset_files
 from elmo_keras.text import boundary_char_ids, check_char_ids
-from elmo_keras.weights import read_weights_hdf5
+from elmo_keras.weights import get_weight_arrays, read_weights_hdf5, set_weight_arrays
 
 
 @keras.saving.register_keras_serializable(package="elmo_keras")
@@ -51,17 +53,22 @@ class BiLM(keras.layers.Layer):
                                     proj_clip=lstm["proj_clip"], use_skip_connections=lstm["use_skip_connections"],
                                     name="lstm", dtype=self.dtype_policy)
 
-    # -- construction ------------------------------------------------------------------------------------
+    # -- construction: one path (options + released-layout arrays), three sources ----------------------
+    @classmethod
+    def from_weights(cls, options: dict, arrays: dict[str, np.ndarray], trainable: bool = False,
+                     **kwargs) -> "BiLM":
+        """Build from an options dict and {released dataset name: array}; frozen by default."""
+        bilm = cls(options, trainable=trainable, **kwargs)
+        bilm.build()
+        bilm.set_weight_arrays(arrays)
+        return bilm
+
     @classmethod
     def from_pretrained(cls, options_file: dict | str | os.PathLike, weight_file: str | os.PathLike,
                         trainable: bool = False, **kwargs) -> "BiLM":
         """Build from an options.json (path or dict) and a released-layout hdf5 weight file (frozen by default)."""
         options = load_options(options_file)
-        arrays = read_weights_hdf5(weight_file, options)
-        bilm = cls(options, trainable=trainable, **kwargs)
-        bilm.build()
-        bilm.set_weight_arrays(arrays)
-        return bilm
+        return cls.from_weights(options, read_weights_hdf5(weight_file, options), trainable=trainable, **kwargs)
 
     @classmethod
     def from_hub(cls, path: str | os.PathLike, boundaries: str | None = None,
@@ -72,20 +79,13 @@ class BiLM(keras.layers.Layer):
         what the module records, else "none". ``use_skip_connections``: see
         :func:`elmo_keras.hub_module.read_hub_module`.
         """
-        from elmo_keras.hub_module import read_hub_module
-
         module = read_hub_module(path, use_skip_connections)
-        bilm = cls(module.options, add_sentence_boundaries=module.sentence_boundaries(boundaries),
-                   trainable=trainable, **kwargs)
-        bilm.build()
-        module.assign(bilm)
-        return bilm
+        return cls.from_weights(module.options, module.arrays, trainable=trainable,
+                                add_sentence_boundaries=module.sentence_boundaries(boundaries), **kwargs)
 
     @classmethod
     def from_preset(cls, name: str | os.PathLike, trainable: bool = False, **kwargs) -> "BiLM":
         """A shipped preset (e.g. ``"brown-small"``, see ``elmo_keras.presets``) or a pretraining output folder."""
-        from elmo_keras.presets import preset_files
-
         files = preset_files(name)
         return cls.from_pretrained(files["options"], files["weights"], trainable=trainable, **kwargs)
 
@@ -104,60 +104,14 @@ class BiLM(keras.layers.Layer):
         keras.layers.Layer.trainable.fset(self, self.trainable)
         self.built = True
 
-    # -- weights in the released layout ------------------------------------------------------------------
-    def _weight_map(self):
-        """hdf5 dataset name -> (variable, index into its leading axis or None, reshape for the file)."""
-        cnn, lstm = self.char_cnn, self.lstm
-        entries = {"char_embed": (cnn.char_embed, None)}
-        for i, (kernel, bias) in enumerate(zip(cnn.conv_kernels, cnn.conv_biases)):
-            entries[f"CNN/W_cnn_{i}"] = (kernel, None)
-            entries[f"CNN/b_cnn_{i}"] = (bias, None)
-        hw = cnn.highway
-        for k in range(hw.num_layers):
-            entries[f"CNN_high_{k}/W_carry"] = (hw.carry_kernels[k], None)
-            entries[f"CNN_high_{k}/b_carry"] = (hw.carry_biases[k], None)
-            entries[f"CNN_high_{k}/W_transform"] = (hw.transform_kernels[k], None)
-            entries[f"CNN_high_{k}/b_transform"] = (hw.transform_biases[k], None)
-        if cnn.use_projection:
-            entries["CNN_proj/W_proj"] = (cnn.proj_kernel, None)
-            entries["CNN_proj/b_proj"] = (cnn.proj_bias, None)
-        for direction, rnn in enumerate(("RNN_0", "RNN_1")):
-            for k in range(self.n_layers):
-                prefix = f"{rnn}/RNN/MultiRNNCell/Cell{k}/LSTMCell"
-                entries[f"{prefix}/W_0"] = (lstm.kernels[k], direction)
-                entries[f"{prefix}/B"] = (lstm.biases[k], direction)
-                entries[f"{prefix}/W_P_0"] = (lstm.projections[k], direction)
-        return entries
-
+    # -- weights in the released layout (the name map is weights.variable_map) ---------------------------
     def get_weight_arrays(self) -> dict[str, np.ndarray]:
         """All weights as {hdf5 dataset name: float32 array in the released shape}."""
-        out = {}
-        for name, (var, index) in self._weight_map().items():
-            value = ops.convert_to_numpy(var).astype(np.float32)
-            value = value if index is None else value[index]
-            out[name] = value[None] if name.startswith("CNN/W_cnn_") else value
-        return out
+        return get_weight_arrays(self)
 
     def set_weight_arrays(self, arrays: dict[str, np.ndarray]) -> None:
         """Assign weights from {hdf5 dataset name: array} (shapes as in the released files)."""
-        pending = {}
-        for name, (var, index) in self._weight_map().items():
-            if name not in arrays:
-                raise KeyError(f"no array for weight '{name}'")
-            value = np.asarray(arrays[name], dtype=np.float32)
-            value = value[0] if name.startswith("CNN/W_cnn_") else value
-            if index is None:
-                expected = tuple(var.shape)
-            else:
-                expected = tuple(var.shape[1:])
-            if value.shape != expected:
-                raise ValueError(f"weight '{name}' has shape {value.shape}, expected {expected}")
-            if index is None:
-                var.assign(value)
-            else:
-                pending.setdefault(id(var), [var, ops.convert_to_numpy(var).copy()])[1][index] = value
-        for var, value in pending.values():
-            var.assign(value)
+        set_weight_arrays(self, arrays)
 
     # -- computation -------------------------------------------------------------------------------------
     def reset_states(self) -> None:

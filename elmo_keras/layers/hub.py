@@ -8,6 +8,7 @@ import keras
 import tensorflow as tf
 
 from elmo_keras.hub_module import load_module, signature_function
+from elmo_keras.text import split_on_spaces
 
 
 @keras.saving.register_keras_serializable(package="elmo_keras")
@@ -45,12 +46,13 @@ class HubElmo(keras.layers.Layer):
                              f"got {output_key!r}")
         self._dims = None
 
-    def _run(self, inputs) -> dict:
+    def _module_inputs(self, inputs) -> dict:
+        """Layer inputs -> the signature's keyword arguments (shapes checked)."""
         if self.signature == "default":
             sentences = tf.convert_to_tensor(inputs, tf.string)
             if sentences.shape.rank != 1:
                 raise ValueError(f"signature 'default' takes sentences, string [batch]; got shape {sentences.shape}")
-            return self._fn(**{self._input_keys[0]: sentences})
+            return {self._input_keys[0]: sentences}
         if isinstance(inputs, dict):
             tokens, lengths = inputs["tokens"], tf.cast(inputs["sequence_len"], tf.int32)
         else:
@@ -58,25 +60,34 @@ class HubElmo(keras.layers.Layer):
             lengths = tf.reduce_sum(tf.cast(tf.strings.length(tokens) > 0, tf.int32), axis=-1)
         if tokens.shape.rank != 2:
             raise ValueError(f"signature 'tokens' takes padded tokens, string [batch, max_len]; got {tokens.shape}")
-        return self._fn(tokens=tf.convert_to_tensor(tokens, tf.string), sequence_len=lengths)
+        return {"tokens": tf.convert_to_tensor(tokens, tf.string), "sequence_len": lengths}
+
+    def _call_module(self, inputs) -> dict:
+        return self._fn(**self._module_inputs(inputs))
 
     def call(self, inputs):
-        out = {k: tf.stop_gradient(v) for k, v in self._run(inputs).items()}
+        out = {k: tf.stop_gradient(v) for k, v in self._call_module(inputs).items()}
         word_emb = out["word_emb"]
-        mask = tf.sequence_mask(out["sequence_len"], tf.shape(word_emb)[1])
         if self.output_key == "layers":
             result = [tf.concat([word_emb, word_emb], axis=-1)] + [out[k] for k in self._lstm_keys]
         else:
             result = [out[self.output_key]]
         result = [tf.cast(t, self.compute_dtype) for t in result]
-        for tensor in result:
-            if tensor.shape.rank == 3:
-                tensor._keras_mask = mask  # the Keras mask, read by the layers stacked on top
         return result if self.output_key == "layers" else result[0]
 
     def compute_mask(self, inputs, mask=None):
-        # Token outputs get their mask attached in call() (from the module's sequence_len).
-        return None
+        """The token mask bool [B, T] of token outputs (one per layer for "layers"), computed as the module
+        counts tokens: single-space split for "default", ``sequence_len`` for "tokens"."""
+        if self.output_key == "default" or keras.backend.is_keras_tensor(
+                inputs["tokens"] if isinstance(inputs, dict) else inputs):
+            return None  # pooled output; or a symbolic call (a functional model computes it when it runs)
+        module_inputs = self._module_inputs(inputs)
+        if self.signature == "default":
+            _, lengths = split_on_spaces(module_inputs[self._input_keys[0]])
+            token_mask = tf.sequence_mask(lengths, tf.reduce_max(lengths))
+        else:
+            token_mask = tf.sequence_mask(module_inputs["sequence_len"], tf.shape(module_inputs["tokens"])[1])
+        return [token_mask] * (len(self._lstm_keys) + 1) if self.output_key == "layers" else token_mask
 
     def output_dims(self) -> dict[str, int]:
         """Last dimension of each output; from the signature, or from one call when it does not say."""
@@ -84,7 +95,7 @@ class HubElmo(keras.layers.Layer):
             dims = {k: spec.shape[-1] for k, spec in self._fn.structured_outputs.items() if k != "sequence_len"}
             if any(d is None for d in dims.values()):
                 probe = tf.constant(["a"]) if self.signature == "default" else tf.constant([["a"]])
-                dims = {k: v.shape[-1] for k, v in self._run(probe).items() if k != "sequence_len"}
+                dims = {k: v.shape[-1] for k, v in self._call_module(probe).items() if k != "sequence_len"}
             self._dims = dims
         return self._dims
 

@@ -9,8 +9,10 @@ import numpy as np
 import tensorflow as tf
 
 from elmo_keras.layers.bilm import BiLM
+from elmo_keras.lm.data import sentences_dataset
 from elmo_keras.lm.vocab import Vocabulary
 from elmo_keras.options import load_options, normalize_options
+from elmo_keras.presets import preset_files
 from elmo_keras.weights import read_weights_hdf5, write_weights_hdf5
 
 SOFTMAX_W, SOFTMAX_B = "softmax/W", "softmax/b"  # names in bilm-tf checkpoints and in our softmax hdf5
@@ -136,8 +138,6 @@ class BiLanguageModel(keras.Model):
 
         Counts every predicted token, ``</S>`` (forward) / ``<S>`` (backward) and ``<UNK>`` included.
         """
-        from elmo_keras.lm.data import sentences_dataset
-
         if not len(sentences):
             raise ValueError("perplexity() needs at least one sentence")
         sums = np.zeros(4)
@@ -192,8 +192,6 @@ class BiLanguageModel(keras.Model):
     @classmethod
     def from_preset(cls, name: str, **kwargs) -> "BiLanguageModel":
         """A shipped preset (e.g. ``"brown-small"``) or a pretraining output folder, softmax included."""
-        from elmo_keras.presets import preset_files
-
         files = preset_files(name)
         return cls.from_pretrained(files["options"], files["weights"], files["vocab"], files["softmax"], **kwargs)
 

@@ -23,11 +23,13 @@ import keras
 import tensorflow as tf
 
 from elmo_keras.errors import InputError
+from elmo_keras.files import write_json
 from elmo_keras.lm.data import DEFAULT_BUCKETS, lm_dataset
 from elmo_keras.lm.model import BiLanguageModel
 from elmo_keras.lm.vocab import Vocabulary
 from elmo_keras.options import load_options, positive_int
-from elmo_keras.weights import save_weights_hdf5
+from elmo_keras.presets import preset_files
+from elmo_keras.weights import read_weights_hdf5, save_weights_hdf5
 
 #: Training settings read from options.json (bilm-tf names where bilm-tf has one), with their defaults.
 TRAIN_DEFAULTS = {
@@ -105,7 +107,7 @@ class EpochLogs(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         self.logs[epoch] = {key: float(value) for key, value in (logs or {}).items()}
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        _write_json({str(e): v for e, v in self.logs.items()}, self.path)
+        write_json(self.path, {str(e): v for e, v in self.logs.items()})
 
 
 def _read_json(path: str) -> dict | None:
@@ -113,13 +115,6 @@ def _read_json(path: str) -> dict | None:
         return None
     with open(path, encoding="utf-8") as f:
         return json.load(f)
-
-
-def _write_json(obj: dict, path: str) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=2)
-    os.replace(tmp, path)
 
 
 def _prepare_folder(out_dir: str, options: dict, train_files: Sequence[str], is_chief: bool) -> tuple[dict, Vocabulary]:
@@ -139,7 +134,7 @@ def _prepare_folder(out_dir: str, options: dict, train_files: Sequence[str], is_
     if is_chief:
         os.makedirs(out_dir, exist_ok=True)
         vocab.save(vocab_path)
-        _write_json(options, options_path)
+        write_json(options_path, options)
     return options, vocab
 
 
@@ -229,14 +224,11 @@ def pretrain(train_files: Sequence[str | os.PathLike], valid_file: str | os.Path
     if is_chief:
         save_weights_hdf5(model.bilm, os.path.join(out_dir, "weights.hdf5"))
         model.save_softmax_hdf5(os.path.join(out_dir, "softmax.hdf5"))
-        _write_json(state, state_path)
+        write_json(state_path, state)
     return model, state
 
 
 def _load_initial_weights(model: BiLanguageModel, source: str, vocab: Vocabulary) -> None:
-    from elmo_keras.presets import preset_files
-    from elmo_keras.weights import read_weights_hdf5
-
     files = preset_files(source)
     src_options = load_options(files["options"])
     for key in ("char_cnn", "lstm"):

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+
+from elmo_keras.files import atomic_file
 
 BOS, EOS, UNK = "<S>", "</S>", "<UNK>"
 SPECIALS = (BOS, EOS, UNK)
@@ -41,10 +43,6 @@ class Vocabulary:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Vocabulary) and self.tokens == other.tokens
-
-    def encode(self, tokens: Iterable[str]) -> list[int]:
-        """Token strings -> ids (unknown words -> ``<UNK>``)."""
-        return [self.ids.get(t, self.unk_id) for t in tokens]
 
     @classmethod
     def from_counts(cls, counts: Counter, min_count: int = 1, max_size: int | None = None) -> "Vocabulary":
@@ -86,7 +84,5 @@ class Vocabulary:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the bilm-tf vocabulary file (atomically: temporary file, then rename)."""
-        tmp = f"{os.fspath(path)}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
+        with atomic_file(os.fspath(path)) as tmp, open(tmp, "w", encoding="utf-8") as f:
             f.write("".join(t + "\n" for t in self.tokens))
-        os.replace(tmp, path)
