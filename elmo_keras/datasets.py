@@ -22,13 +22,15 @@ def simple_tokenize(text: str) -> str:
 
 @dataclass
 class TextClassificationData:
-    """Texts (numpy object arrays, ready for ``model.fit``) and int labels for a train and a test split."""
+    """Texts (numpy object arrays, ready for ``model.fit``) and labels for a train and a test split: int [N],
+    or -1-padded label indices [N, K] when ``multi_label``."""
 
     train_texts: np.ndarray
     train_labels: np.ndarray
     test_texts: np.ndarray
     test_labels: np.ndarray
     class_names: list[str]
+    multi_label: bool = False
 
 
 def _data_file(*parts: str):

@@ -26,13 +26,13 @@ class Elmo(keras.layers.Layer):
     Text may also be a list or tuple of str (or of token lists) or a NumPy str/object array. Invalid UTF-8 and
     char ids out of range fail with the first bad row of the batch, also inside a graph or an exported model.
 
-    Output with ``output="dict"`` (default)::
+    Output with ``output_mode="dict"`` (default; ``output=`` is the older spelling and still works)::
 
         {"elmo_representations": [float [B, T, 2P]] * num_output_representations,
          "mask": bool [B, T], "layers": [float [B, T, 2P]] * (n_layers + 1)}
 
-    With ``output="elmo"``: the single representation [B, T, 2P], carrying its Keras mask, so that
-    ``Bidirectional(GRU)`` stacked on top ignores padding. With ``output="layers"``: the list of the
+    With ``output_mode="elmo"``: the single representation [B, T, 2P], carrying its Keras mask, so that
+    ``Bidirectional(GRU)`` stacked on top ignores padding. With ``output_mode="layers"``: the list of the
     n_layers + 1 biLM layers, each [B, T, 2P] with the mask (for a mixing layer of your choice on top;
     no ScalarMix is created).
 
@@ -48,11 +48,12 @@ class Elmo(keras.layers.Layer):
     """
 
     def __init__(self, options: dict | None = None, num_output_representations: int = 1, dropout: float = 0.5,
-                 output: str = "dict", bilm_trainable: bool = False, mix_weights: Sequence[float] | None = None,
+                 output_mode: str = "dict", bilm_trainable: bool = False, mix_weights: Sequence[float] | None = None,
                  do_layer_norm: bool = False, weight_dropout: float = 0.0, l2_coef: float = 0.0,
                  stateful: bool = False, max_batch_size: int = 128, add_sentence_boundaries: bool = True,
-                 bilm: BiLM | None = None, **kwargs):
+                 bilm: BiLM | None = None, output: str | None = None, **kwargs):
         super().__init__(**kwargs)
+        output = output_mode if output is None else output  # `output=`: the spelling before 0.2
         if (options is None) == (bilm is None):
             raise InputError("give Elmo either options (a new, untrained biLM) or bilm= (a built BiLM), not both")
         if output not in _OUTPUTS:
@@ -68,27 +69,27 @@ class Elmo(keras.layers.Layer):
         self.bilm = bilm
         self.options = self.bilm.options
         self.num_output_representations = num_output_representations
-        self.dropout_rate = dropout
+        self.dropout = dropout
         self.output_mode = output
         self.bilm_trainable = bilm_trainable
         self.mix_weights = None if mix_weights is None else [float(w) for w in mix_weights]
         self.do_layer_norm = do_layer_norm
         self.weight_dropout = weight_dropout
         self.l2_coef = l2_coef
-        n_layers = self.bilm.n_layers + 1
+        n_layers = self.bilm.num_layers + 1
         if output == "layers":
             num_output_representations = 0
         self.mixes = [ScalarMix(n_layers, fixed_weights=self.mix_weights, do_layer_norm=do_layer_norm,
                                 weight_dropout=weight_dropout, l2_coef=l2_coef, name=f"scalar_mix_{i}",
                                 dtype=self.dtype_policy)
                       for i in range(num_output_representations)]
-        self.dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
 
     @classmethod
     def from_pretrained(cls, options_file: dict | str | os.PathLike, weight_file: str | os.PathLike,
                         **kwargs) -> "Elmo":
         """Build from an options.json (path or dict) and a released-layout hdf5 weight file."""
-        return cls(bilm=BiLM.from_pretrained(options_file, weight_file, **cls._bilm_arguments(kwargs)), **kwargs)
+        return cls._built(BiLM.from_pretrained(options_file, weight_file, **cls._bilm_arguments(kwargs)), kwargs)
 
     @classmethod
     def from_hub(cls, path: str | os.PathLike, boundaries: str | None = None,
@@ -103,15 +104,20 @@ class Elmo(keras.layers.Layer):
         module = read_hub_module(path, use_skip_connections)
         bilm = BiLM.from_weights(module.options, module.arrays, **cls._bilm_arguments(kwargs),
                                  add_sentence_boundaries=module.sentence_boundaries(boundaries))
-        elmo = cls(bilm=bilm, **kwargs)
-        elmo.build()
+        elmo = cls._built(bilm, kwargs)
         module.init_mixes(elmo.mixes)
         return elmo
 
     @classmethod
     def from_preset(cls, name: str | os.PathLike, **kwargs) -> "Elmo":
         """A shipped preset (e.g. ``"brown-small"``, see ``elmo_keras.presets``) or a pretraining output folder."""
-        return cls(bilm=BiLM.from_preset(name, **cls._bilm_arguments(kwargs)), **kwargs)
+        return cls._built(BiLM.from_preset(name, **cls._bilm_arguments(kwargs)), kwargs)
+
+    @classmethod
+    def _built(cls, bilm: BiLM, kwargs: dict) -> "Elmo":
+        elmo = cls(bilm=bilm, **kwargs)
+        elmo.build()
+        return elmo
 
     @staticmethod
     def _bilm_arguments(kwargs: dict) -> dict:
@@ -128,7 +134,7 @@ class Elmo(keras.layers.Layer):
         """This embedder with ``output="layers"`` (a twin sharing nothing but a copy of the biLM weights)."""
         if self.output_mode == "layers":
             return self
-        twin = Elmo.from_config({**self.get_config(), "output": "layers", "name": f"{self.name}_layers"})
+        twin = Elmo.from_config({**self.get_config(), "output_mode": "layers", "name": f"{self.name}_layers"})
         twin.build()
         twin.bilm.set_weights(self.bilm.get_weights())
         return twin
@@ -138,7 +144,7 @@ class Elmo(keras.layers.Layer):
             self.bilm.build(None)
         layer_shape = (None, None, self.output_dim)
         for mix in self.mixes:
-            mix.build([layer_shape] * (self.bilm.n_layers + 1))
+            mix.build([layer_shape] * (self.bilm.num_layers + 1))
         self.built = True
 
     def __call__(self, inputs, *args, **kwargs):
@@ -159,7 +165,8 @@ class Elmo(keras.layers.Layer):
         layers, mask = out["layers"], out["mask"]
         if self.output_mode == "layers":
             return layers
-        reps = [self.dropout(mix(layers, mask=mask, training=training), training=training) for mix in self.mixes]
+        reps = [self.dropout_layer(mix(layers, mask=mask, training=training), training=training)
+                for mix in self.mixes]
         if self.output_mode == "elmo":
             return reps[0]
         return {"elmo_representations": reps, "mask": mask, "layers": layers}
@@ -169,7 +176,7 @@ class Elmo(keras.layers.Layer):
         if self.output_mode == "dict" or keras.backend.is_keras_tensor(inputs):
             return None  # symbolic calls carry no mask: a functional model computes it when it runs
         token_mask = keras.ops.any(keras.ops.not_equal(self.char_ids(inputs), 0), axis=-1)
-        return [token_mask] * (self.bilm.n_layers + 1) if self.output_mode == "layers" else token_mask
+        return [token_mask] * (self.bilm.num_layers + 1) if self.output_mode == "layers" else token_mask
 
     @staticmethod
     def _steps(shape):
@@ -181,17 +188,17 @@ class Elmo(keras.layers.Layer):
         if self.output_mode == "elmo":
             return rep
         if self.output_mode == "layers":
-            return [keras.KerasTensor(shape, dtype=self.compute_dtype) for _ in range(self.bilm.n_layers + 1)]
+            return [keras.KerasTensor(shape, dtype=self.compute_dtype) for _ in range(self.bilm.num_layers + 1)]
         return {"elmo_representations": [keras.KerasTensor(shape, dtype=self.compute_dtype)
                                          for _ in range(self.num_output_representations)],
                 "mask": keras.KerasTensor(shape[:2], dtype="bool"),
                 "layers": [keras.KerasTensor(shape, dtype=self.compute_dtype)
-                           for _ in range(self.bilm.n_layers + 1)]}
+                           for _ in range(self.bilm.num_layers + 1)]}
 
     def get_config(self):
         return {**super().get_config(), "bilm": keras.saving.serialize_keras_object(self.bilm),
-                "num_output_representations": self.num_output_representations, "dropout": self.dropout_rate,
-                "output": self.output_mode, "bilm_trainable": self.bilm_trainable, "mix_weights": self.mix_weights,
+                "num_output_representations": self.num_output_representations, "dropout": self.dropout,
+                "output_mode": self.output_mode, "bilm_trainable": self.bilm_trainable, "mix_weights": self.mix_weights,
                 "do_layer_norm": self.do_layer_norm, "weight_dropout": self.weight_dropout,
                 "l2_coef": self.l2_coef}
 

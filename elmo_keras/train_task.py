@@ -3,26 +3,19 @@ from __future__ import annotations
 
 import csv
 import os
-from dataclasses import dataclass
 
 import numpy as np
+from sklearn.metrics import f1_score
+from sklearn.model_selection import train_test_split
 
 from elmo_keras import datasets, models
+from elmo_keras.datasets import TextClassificationData
 from elmo_keras.elmo import Elmo
 from elmo_keras.errors import InputError
 from elmo_keras.metrics import pad_label_indices
 
 
-@dataclass
-class Task:
-    """Texts (object arrays) and labels (int [N], or -1-padded label indices [N, K] when multi-label)."""
-
-    train_texts: np.ndarray
-    train_labels: np.ndarray
-    test_texts: np.ndarray
-    test_labels: np.ndarray
-    class_names: list[str]
-    multi_label: bool = False
+Task = TextClassificationData  # texts (object arrays) + int labels, or -1-padded label indices when multi-label
 
 
 def _read_csv(path: str, text_column: str, label_column: str) -> tuple[list[str], list[str]]:
@@ -43,13 +36,18 @@ def _read_csv(path: str, text_column: str, label_column: str) -> tuple[list[str]
     return [t for t, _ in rows], [label for _, label in rows]
 
 
-def _split_test(n: int, labels: list[str], seed: int, fraction: float = 0.2) -> np.ndarray:
-    """A boolean test mask: ``fraction`` of each label value (stratified)."""
-    rng = np.random.default_rng(seed)
-    is_test = np.zeros(n, bool)
-    for value in sorted(set(labels)):
-        rows = rng.permutation([i for i, label in enumerate(labels) if label == value])
-        is_test[rows[: int(round(fraction * len(rows)))]] = True
+def _split_test(data: str, labels: list[str], seed: int, multi_label: bool, fraction: float = 0.2) -> np.ndarray:
+    """A boolean test mask: ``fraction`` of the rows, stratified by label (random when multi-label)."""
+    rows = np.arange(len(labels))
+    try:
+        _, test_rows = train_test_split(rows, test_size=fraction, random_state=seed,
+                                        stratify=None if multi_label else labels)
+    except ValueError as err:  # a class with one row, or too few rows for a test split
+        raise InputError(f"cannot split {data} into train and test ({len(labels)} rows, {len(set(labels))} classes):"
+                         f" {err}; give at least 2 rows per class (5 for a useful test split), or a --test CSV"
+                         ) from None
+    is_test = np.zeros(len(labels), bool)
+    is_test[test_rows] = True
     return is_test
 
 
@@ -66,7 +64,7 @@ def load_task(data: str = "ag_news", test: str | None = None, text_column: str =
     if test:
         test_texts, test_labels = _read_csv(test, text_column, label_column)
     else:
-        is_test = _split_test(len(texts), labels, seed)
+        is_test = _split_test(data, labels, seed, multi_label)
         test_texts = [t for t, m in zip(texts, is_test) if m]
         test_labels = [y for y, m in zip(labels, is_test) if m]
         texts = [t for t, m in zip(texts, is_test) if not m]
@@ -77,7 +75,7 @@ def load_task(data: str = "ag_news", test: str | None = None, text_column: str =
 
     train_sets, test_sets = parse(labels), parse(test_labels)
     class_names = sorted({c for row in train_sets for c in row})
-    _check_split(data, len(texts), len(test_texts), class_names, multi_label)
+    _check_classes(data, class_names, multi_label)
     unknown = {c for row in test_sets for c in row} - set(class_names)
     if unknown:
         raise InputError(f"test labels never seen in training: {sorted(unknown)[:10]}")
@@ -92,25 +90,11 @@ def load_task(data: str = "ag_news", test: str | None = None, text_column: str =
     return Task(obj(texts), encode(train_sets), obj(test_texts), encode(test_sets), class_names, multi_label)
 
 
-def _check_split(data: str, n_train: int, n_test: int, class_names: list[str], multi_label: bool) -> None:
-    """Training needs rows in both splits (a 20% split of few rows per class can be empty) and two classes
-    (one label is enough when multi-label)."""
-    if not n_test:
-        raise InputError(f"the test split of {data} is empty ({n_train} rows, {len(class_names)} classes: 20% of "
-                         "each class rounds to 0 rows); give at least 3 rows per class, or a --test CSV")
+def _check_classes(data: str, class_names: list[str], multi_label: bool) -> None:
+    """Training needs two classes (one label is enough when multi-label)."""
     if len(class_names) < (1 if multi_label else 2):
         raise InputError(f"{data}: training needs at least 2 classes, the training rows have {class_names}; "
                          "check --label-column")
-
-
-def macro_f1(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int) -> float:
-    """Unweighted mean of per-class F1 (0 for a class with no true and no predicted example)."""
-    scores = []
-    for c in range(n_classes):
-        tp = np.sum((y_pred == c) & (y_true == c))
-        denominator = np.sum(y_pred == c) + np.sum(y_true == c)
-        scores.append(2 * tp / denominator if denominator else 0.0)
-    return float(np.mean(scores))
 
 
 def train_model(task: Task, options_file: str, weight_file: str, head: str = "bigru", mix: str = "trainable",
@@ -133,4 +117,5 @@ def evaluate(model, task: Task, batch_size: int = 32) -> dict[str, float]:
         return {k: float(values[k]) for k in ("micro_f1", "macro_f1", "precision_at_5") if k in values}
     predicted = model.predict(task.test_texts, batch_size=batch_size, verbose=0).argmax(-1)
     return {"accuracy": float(np.mean(predicted == task.test_labels)),
-            "macro_f1": macro_f1(task.test_labels, predicted, len(task.class_names))}
+            "macro_f1": float(f1_score(task.test_labels, predicted, labels=range(len(task.class_names)),
+                                       average="macro", zero_division=0))}

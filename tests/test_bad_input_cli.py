@@ -99,7 +99,7 @@ def test_train_export_folder_must_be_writable(tmp_path, model_args, capsys):
 def test_train_empty_test_split(tmp_path, model_args, capsys):
     data = _csv(tmp_path / "d.csv", [("a", "x"), ("b", "y"), ("c", "z"), ("d", "x"), ("e", "y")])
     _fails(["train", "--data", str(data), *model_args, "--out", str(tmp_path / "m.keras")], capsys,
-           f"the test split of {data} is empty (5 rows, 3 classes", "--test CSV")
+           f"cannot split {data} into train and test (5 rows, 3 classes)", "--test CSV")
     assert os.listdir(tmp_path) == ["d.csv"]
 
 

@@ -28,7 +28,7 @@ class BiLM(keras.layers.Layer):
     token embedding twice, layer k the [forward_k ; backward_k] LSTM outputs; masked positions are zero.
 
     ``stateful=True`` reproduces bilm-tf/AllenNLP: row i starts from the state row i reached in the previous
-    call (up to ``max_batch_size`` rows); ``reset_states()`` returns to zeros. The default is stateless.
+    call (up to ``max_batch_size`` rows); ``reset_state()`` returns to zeros. The default is stateless.
     ``add_sentence_boundaries=False`` runs the LSTMs on the tokens alone (as TF Hub's ELMo module does, and
     for language-model training on inputs that already hold the boundary tokens).
     """
@@ -42,14 +42,14 @@ class BiLM(keras.layers.Layer):
         self.max_batch_size = max_batch_size
         cnn, lstm = self.options["char_cnn"], self.options["lstm"]
         self.projection_dim = lstm["projection_dim"]
-        self.n_layers = lstm["n_layers"]
+        self.num_layers = lstm["n_layers"]
         self.max_characters_per_token = cnn["max_characters_per_token"]
         self.char_cnn = CharCNN(cnn["filters"], char_embed_dim=cnn["embedding"]["dim"],
                                 n_characters=cnn["n_characters"], activation=cnn["activation"],
                                 n_highway=cnn["n_highway"], projection_dim=self.projection_dim,
                                 max_characters_per_token=self.max_characters_per_token, name="char_cnn",
                                 dtype=self.dtype_policy)
-        self.lstm = ProjectedBiLSTM(self.n_layers, lstm["dim"], self.projection_dim, cell_clip=lstm["cell_clip"],
+        self.lstm = ProjectedBiLSTM(self.num_layers, lstm["dim"], self.projection_dim, cell_clip=lstm["cell_clip"],
                                     proj_clip=lstm["proj_clip"], use_skip_connections=lstm["use_skip_connections"],
                                     name="lstm", dtype=self.dtype_policy)
 
@@ -98,10 +98,9 @@ class BiLM(keras.layers.Layer):
                                                 trainable=False),
                                 self.add_weight(name=f"state_h_{k}", shape=(2, b, p), initializer="zeros",
                                                 trainable=False))
-                               for k in range(self.n_layers)]
-        # Freeze (or not) the variables just created. `self.trainable = self.trainable` would be skipped by
-        # the TF backend's attribute tracking (it short-circuits same-value assignments), so call the setter.
-        keras.layers.Layer.trainable.fset(self, self.trainable)
+                               for k in range(self.num_layers)]
+        for variable in self.char_cnn.weights + self.lstm.weights:  # freeze (or not) the variables just made,
+            variable.trainable = self.trainable                      # as the `trainable` setter would
         self.built = True
 
     # -- weights in the released layout (the name map is weights.variable_map) ---------------------------
@@ -114,7 +113,16 @@ class BiLM(keras.layers.Layer):
         set_weight_arrays(self, arrays)
 
     # -- computation -------------------------------------------------------------------------------------
+    @property
+    def n_layers(self) -> int:
+        """Deprecated spelling of :attr:`num_layers` (the options.json key is ``n_layers``)."""
+        return self.num_layers
+
     def reset_states(self) -> None:
+        """Deprecated spelling of :meth:`reset_state` (Keras 3's name)."""
+        self.reset_state()
+
+    def reset_state(self) -> None:
         """Stateful mode: forget the carried LSTM states (back to zeros)."""
         if not self.stateful:
             return
@@ -183,7 +191,7 @@ class BiLM(keras.layers.Layer):
         batch, steps = shape[0], shape[1]
         dim = 2 * self.projection_dim
         return {"layers": [keras.KerasTensor((batch, steps, dim), dtype=self.compute_dtype)
-                           for _ in range(self.n_layers + 1)],
+                           for _ in range(self.num_layers + 1)],
                 "mask": keras.KerasTensor((batch, steps), dtype="bool")}
 
     @property
