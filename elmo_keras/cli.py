@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 from elmo_keras.corpus.run import OUTPUT_FORMATS
 from elmo_keras.corpus.store import LAYER_CHOICES
 from elmo_keras.errors import InputError
+from elmo_keras.layers.fusion import MIX_MODES
+from elmo_keras.models import HEADS
 
 
 def _pretrain_arguments(parser: argparse.ArgumentParser) -> None:
@@ -182,8 +184,8 @@ def _train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--multi-label", action="store_true", help="labels are lists separated by --label-separator")
     parser.add_argument("--label-separator", default="|")
     _model_source_arguments(parser)
-    parser.add_argument("--head", choices=("bigru", "bilstm_bigru", "pool"), default="bigru")
-    parser.add_argument("--mix", choices=("trainable", "fixed", "mlp", "top", "average", "concat"),
+    parser.add_argument("--head", choices=HEADS, default="bigru")
+    parser.add_argument("--mix", choices=MIX_MODES,
                         default="trainable")
     parser.add_argument("--mix-weights", help="comma-separated weights for --mix fixed, e.g. 0.45,0.15,0.40")
     parser.add_argument("--units", type=_at_least(1), default=64)

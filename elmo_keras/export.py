@@ -44,7 +44,7 @@ def model_kind(model) -> str:
     return "multi_label" if getattr(activation, "__name__", "") == "sigmoid" else "classifier"
 
 
-def _names(names: Sequence[str] | None, count: int, what: str) -> tf.Tensor:
+def _label_tensor(names: Sequence[str] | None, count: int, what: str) -> tf.Tensor:
     names = [str(i) for i in range(count)] if names is None else [str(n) for n in names]
     if len(names) != count:
         raise InputError(f"{len(names)} {what} for a model with {count} outputs: give one per output")
@@ -66,7 +66,7 @@ def _serving_fn(model, kind: str, label_names: Sequence[str] | None):
 
     width = model.outputs[0].shape[-1]
     if kind == "tagger":
-        tag_names = _names(label_names, width, "tag names")
+        tag_names = _label_tensor(label_names, width, "tag names")
 
         def serve(text):
             tokens = split_sentences(text, min_length=1)
@@ -79,7 +79,7 @@ def _serving_fn(model, kind: str, label_names: Sequence[str] | None):
         def serve(text):
             return {"scores": model(text, training=False)}
         return serve
-    class_names = _names(label_names, width, "class names")
+    class_names = _label_tensor(label_names, width, "class names")
 
     def serve(text):
         probabilities = model(text, training=False)

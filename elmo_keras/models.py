@@ -4,35 +4,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import keras
-import numpy as np
 
 from elmo_keras.errors import InputError
 from elmo_keras.layers.fusion import UnstackLayers, make_layer_mixer
 from elmo_keras.layers.pooling import MaskedPooling
 from elmo_keras.layers.segments import SegmentedEncoder
 from elmo_keras.metrics import MultiLabelBinaryCrossentropy, MultiLabelF1, PrecisionAtK, pad_label_indices
-from elmo_keras.text import as_text
+from elmo_keras.text import as_text, pad_tokens
 
 HEADS = ("bigru", "bilstm_bigru", "pool")
 
 __all__ = ["HEADS", "TextModel", "features_classifier", "pad_label_indices", "pad_tokens", "sequence_tagger",
            "text_classifier"]
-
-
-def pad_tokens(sentences: Sequence[Sequence[str]]):
-    """Token lists -> string tensor [N, max_len] padded with "" (the input of :func:`sequence_tagger`).
-
-    A tf.Tensor, since Keras cannot feed 2-D NumPy object or bytes arrays.
-    """
-    import tensorflow as tf
-
-    width = max((len(s) for s in sentences), default=0)
-    out = np.full((len(sentences), width), "", dtype=object)
-    for i, sentence in enumerate(sentences):
-        if any(not isinstance(t, str) or not t for t in sentence):
-            raise ValueError(f"sentence {i}: tokens must be non-empty strings")
-        out[i, : len(sentence)] = list(sentence)
-    return tf.constant(out.astype(str).reshape(len(sentences), width), dtype=tf.string)
 
 
 @keras.saving.register_keras_serializable(package="elmo_keras")

@@ -234,3 +234,19 @@ def split_on_spaces(sentences):
     pieces = tf.strings.split(sentences, sep=" ")
     pieces = tf.ragged.boolean_mask(pieces, tf.strings.length(pieces) > 0)
     return pieces.to_tensor(default_value=""), tf.cast(pieces.row_lengths(), tf.int32)
+
+
+def pad_tokens(sentences: Sequence[Sequence[str]]):
+    """Token lists -> string tensor [N, max_len] padded with "" (the input of ``models.sequence_tagger``).
+
+    A tf.Tensor, since Keras cannot feed 2-D NumPy object or bytes arrays.
+    """
+    import tensorflow as tf
+
+    width = max((len(s) for s in sentences), default=0)
+    out = np.full((len(sentences), width), "", dtype=object)
+    for i, sentence in enumerate(sentences):
+        if any(not isinstance(t, str) or not t for t in sentence):
+            raise InputError(f"sentence {i}: tokens must be non-empty strings")
+        out[i, : len(sentence)] = list(sentence)
+    return tf.constant(out.astype(str).reshape(len(sentences), width), dtype=tf.string)
