@@ -6,6 +6,7 @@ into a hidden temporary folder first, then renames it, so a half-written version
 from __future__ import annotations
 
 import errno
+import functools
 import logging
 import os
 import re
@@ -51,40 +52,41 @@ def _label_tensor(names: Sequence[str] | None, count: int, what: str) -> tf.Tens
     return tf.constant(names)
 
 
+def _serve_embedder(model, names, text):
+    out = model(text, training=False)
+    if isinstance(out, dict):
+        return {"elmo": out["elmo_representations"][0], "mask": out["mask"]}
+    return {"elmo": out, "mask": model.compute_mask(text)}
+
+
+def _serve_tagger(model, tag_names, text):
+    tokens = split_sentences(text, min_length=1)
+    probabilities = model(tokens, training=False)
+    tags = tf.gather(tag_names, tf.argmax(probabilities, axis=-1))
+    return {"tags": tf.where(tf.not_equal(tokens, ""), tags, ""), "probabilities": probabilities, "tokens": tokens}
+
+
+def _serve_multi_label(model, names, text):
+    return {"scores": model(text, training=False)}
+
+
+def _serve_classifier(model, class_names, text):
+    probabilities = model(text, training=False)
+    return {"probabilities": probabilities, "label": tf.gather(class_names, tf.argmax(probabilities, -1))}
+
+
+#: kind -> (serving function(model, names, text) -> outputs, what its names are, or None when it has none)
+_SERVERS = {"embedder": (_serve_embedder, None), "tagger": (_serve_tagger, "tag names"),
+            "multi_label": (_serve_multi_label, None), "classifier": (_serve_classifier, "class names")}
+
+
 def _serving_fn(model, kind: str, label_names: Sequence[str] | None):
     """The ``serving_default`` function: text [None] -> dict of outputs."""
-    if kind == "embedder":
-        if model.output_mode == "layers":
-            raise ValueError("export an Elmo with output='dict' or 'elmo' (a 'layers' Elmo has no single output)")
-
-        def serve(text):
-            out = model(text, training=False)
-            if isinstance(out, dict):
-                return {"elmo": out["elmo_representations"][0], "mask": out["mask"]}
-            return {"elmo": out, "mask": tf.reduce_any(model.char_ids(text) > 0, axis=-1)}
-        return serve
-
-    width = model.outputs[0].shape[-1]
-    if kind == "tagger":
-        tag_names = _label_tensor(label_names, width, "tag names")
-
-        def serve(text):
-            tokens = split_sentences(text, min_length=1)
-            probabilities = model(tokens, training=False)
-            tags = tf.gather(tag_names, tf.argmax(probabilities, axis=-1))
-            return {"tags": tf.where(tf.not_equal(tokens, ""), tags, ""), "probabilities": probabilities,
-                    "tokens": tokens}
-        return serve
-    if kind == "multi_label":
-        def serve(text):
-            return {"scores": model(text, training=False)}
-        return serve
-    class_names = _label_tensor(label_names, width, "class names")
-
-    def serve(text):
-        probabilities = model(text, training=False)
-        return {"probabilities": probabilities, "label": tf.gather(class_names, tf.argmax(probabilities, -1))}
-    return serve
+    if kind == "embedder" and model.output_mode == "layers":
+        raise ValueError("export an Elmo with output_mode='dict' or 'elmo' (a 'layers' Elmo has no single output)")
+    serve, what = _SERVERS[kind]
+    names = _label_tensor(label_names, model.outputs[0].shape[-1], what) if what else None
+    return functools.partial(serve, model, names)
 
 
 def next_version(base: str | os.PathLike) -> int:
