@@ -106,10 +106,40 @@ def train_svd_ppmi(sentences: Sequence[Sequence[str]], dim: int = 100, window: i
 
 @keras.saving.register_keras_serializable(package="elmo_keras")
 class StaticEmbedding(keras.layers.Layer):
-    """Sentences [B] (whitespace split) or padded tokens [B, T] -> vectors [B, T, D] with a Keras mask.
+    """Static word vectors for sentences or padded tokens, with the same tokenisation and mask as `Elmo`.
 
-    Unknown words map to the mean vector (a learned row when trainable); "" is padding. Without ``vectors``
-    the table starts from ``embeddings_initializer`` (a task embedding to learn: see :meth:`from_corpus`).
+    Unknown words map to the mean vector (a learned row when trainable); `""` is padding. Without `vectors`
+    the table starts from `embeddings_initializer` (a task embedding to learn: see `from_corpus`).
+
+    Args:
+        vocabulary: list of distinct, non-empty words.
+        vectors: float array `[len(vocabulary), dim]` of initial vectors, or `None` to start from
+            `embeddings_initializer`. Defaults to `None`.
+        dim: int, vector size; needed only without `vectors`. Defaults to `None`.
+        embeddings_initializer: initializer of the table when there are no `vectors`. Defaults to `"uniform"`.
+        **kwargs: base layer keyword arguments, such as `name`, `dtype` and `trainable`.
+
+    Call arguments:
+        inputs: string tensor of sentences `[batch]` (split on whitespace) or of padded tokens
+            `[batch, timesteps]` (`""` = padding, after the real tokens).
+
+    Returns:
+        A float tensor `[batch, timesteps, dim]`, with the Keras mask `tokens != ""` (so that e.g. a
+        `Bidirectional(GRU)` on top skips padding).
+
+    Example:
+
+    ```python
+    import numpy as np
+    import tensorflow as tf
+    from elmo_keras.baselines import StaticEmbedding
+
+    embedding = StaticEmbedding(["good", "film"], np.array([[1.0, 0.0], [0.0, 1.0]]))
+    vectors = embedding(tf.constant(["good film", "bad"]))
+    np.testing.assert_allclose(vectors[0], [[1.0, 0.0], [0.0, 1.0]])
+    np.testing.assert_allclose(vectors[1, 0], [0.5, 0.5])  # an unknown word: the mean vector
+    np.testing.assert_array_equal(vectors._keras_mask, [[True, True], [True, False]])
+    ```
     """
 
     def __init__(self, vocabulary: Sequence[str], vectors: np.ndarray | None = None, dim: int | None = None,
@@ -127,28 +157,37 @@ class StaticEmbedding(keras.layers.Layer):
             raise ValueError("give vectors or dim")
         self.dim = dim
         self.embeddings_initializer = embeddings_initializer
-        self._initial = vectors
+        self._initial_vectors = vectors
         self.lookup = keras.layers.StringLookup(vocabulary=self.vocabulary, mask_token="", num_oov_indices=1)
-        self.supports_masking = True
 
     def build(self, input_shape=None):
-        if self._initial is not None:
-            table = np.concatenate([np.zeros((1, self.dim)), self._initial.mean(0, keepdims=True), self._initial])
+        if self._initial_vectors is not None:
+            vectors = self._initial_vectors
+            table = np.concatenate([np.zeros((1, self.dim)), vectors.mean(0, keepdims=True), vectors])
             init = keras.initializers.Constant(table.astype(np.float32))
         else:
             init = self.embeddings_initializer
         self.table = self.add_weight(name="vectors", shape=(len(self.vocabulary) + 2, self.dim), initializer=init)
 
-    def call(self, texts):
-        tokens = split_sentences(texts) if len(texts.shape) == 1 else texts
-        ids = self.lookup(tokens)
-        out = ops.take(self.table, ids, axis=0)
-        out._keras_mask = ids > 0
-        return out
+    @staticmethod
+    def _as_tokens(inputs):
+        """Sentences [B] -> padded tokens [B, T]; padded tokens as they are."""
+        return split_sentences(inputs) if len(inputs.shape) == 1 else inputs
 
-    def compute_output_spec(self, texts):
-        steps = texts.shape[1] if len(texts.shape) == 2 else None
-        return keras.KerasTensor((texts.shape[0], steps, self.dim), dtype=self.compute_dtype)
+    def call(self, inputs):
+        return ops.take(self.table, self.lookup(self._as_tokens(inputs)), axis=0)
+
+    def compute_mask(self, inputs, mask=None):
+        if keras.backend.is_keras_tensor(inputs):
+            # No symbolic mask: splitting needs the strings, so the functional model computes it when it runs.
+            # Every elmo_keras embedder does the same: Keras would take a missing symbolic mask beside a present one
+            # (e.g. in Concatenate) as "all steps real".
+            return None
+        return ops.not_equal(self._as_tokens(inputs), "")
+
+    def compute_output_spec(self, inputs):
+        steps = inputs.shape[1] if len(inputs.shape) == 2 else None
+        return keras.KerasTensor((inputs.shape[0], steps, self.dim), dtype=self.compute_dtype)
 
     def get_config(self):
         return {**super().get_config(), "vocabulary": self.vocabulary, "dim": self.dim,

@@ -71,11 +71,24 @@ def test_fine_tuning_changes_the_bilm(fixture_files):
 
 def test_scalar_mix_fixed_weights_are_used_as_given():
     layers = [tf.fill((1, 2, 3), float(k + 1)) for k in range(3)]
-    mix = ek.ScalarMix(fixed_weights=[0.45, 0.15, 0.40])
+    mix = ek.ScalarMix(mix_weights=[0.45, 0.15, 0.40])
     np.testing.assert_allclose(np.asarray(mix(layers)), np.full((1, 2, 3), 0.45 + 0.30 + 1.20), atol=1e-6)
     assert [w.name for w in mix.trainable_weights] == ["gamma"]
     with pytest.raises(ValueError, match="3 values for num_layers=2"):
-        ek.ScalarMix(2, fixed_weights=[0.45, 0.15, 0.40])
+        ek.ScalarMix(2, mix_weights=[0.45, 0.15, 0.40])
+
+
+def test_old_argument_names_still_work_with_a_deprecation_warning():
+    with pytest.warns(DeprecationWarning, match="'fixed_weights' is deprecated"):
+        mix = ek.ScalarMix.from_config({"name": "m", "fixed_weights": [0.5, 0.5], "gamma": 2.0})  # an old config
+    assert (mix.mix_weights, mix.initial_gamma) == ([0.5, 0.5], 2.0)
+    assert "fixed_weights" not in mix.get_config() and "gamma" not in mix.get_config()
+    with pytest.warns(DeprecationWarning, match="'n_layers' is deprecated"):
+        assert ek.ProjectedBiLSTM(n_layers=3, dim=4, projection_dim=2).num_layers == 3
+    with pytest.warns(DeprecationWarning, match="'n_highway' is deprecated"):
+        assert ek.CharCNN([[1, 2]], n_highway=0, n_characters=262).num_highway_layers == 0
+    with pytest.raises(TypeError, match="got both 'mix_weights' and its old name 'fixed_weights'"):
+        ek.ScalarMix(mix_weights=[1.0], fixed_weights=[1.0])
 
 
 def test_scalar_mix_trains_weights_sum_to_one():
@@ -105,14 +118,10 @@ def test_layer_norm_needs_a_mask():
         ek.ScalarMix(2, do_layer_norm=True)([tf.ones((1, 2, 3)), tf.ones((1, 2, 3))])
 
 
-@pytest.mark.parametrize("make", [
+@pytest.mark.parametrize("make", [  # the other layers: tests/test_layer_harness.py
     lambda o: ek.BiLM(o, stateful=True, max_batch_size=4),
     lambda o: ek.Elmo(o, num_output_representations=2, dropout=0.1, mix_weights=[0.2, 0.3, 0.5],
                       do_layer_norm=True),
-    lambda o: ek.CharCNN([[1, 4], [2, 8]], char_embed_dim=4, n_highway=1, projection_dim=5),
-    lambda o: ek.ScalarMix(3, initial_logits=[0.0, 1.0, 2.0], weight_dropout=0.1, l2_coef=0.001),
-    lambda o: ek.Highway(2),
-    lambda o: ek.ProjectedBiLSTM(2, 8, 4, cell_clip=3, proj_clip=3, use_skip_connections=True),
 ])
 def test_config_round_trip(make, fixture_options):
     layer = make(fixture_options)
@@ -120,3 +129,46 @@ def test_config_round_trip(make, fixture_options):
     assert again.get_config() == layer.get_config()
     restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(layer))
     assert type(restored) is type(layer)
+
+
+def _bigru_on(layer: keras.layers.Layer, inputs: list[keras.KerasTensor]) -> keras.Model:
+    """inputs -> layer -> (ScalarMix when it gives a list) -> Bidirectional(GRU), every step returned."""
+    x = layer(inputs[0] if len(inputs) == 1 else inputs)
+    if isinstance(x, list):
+        x = ek.ScalarMix(name="mix")(x)
+    gru = keras.layers.GRU(3, return_sequences=True, bias_initializer="ones")  # unmasked zero padding would count
+    return keras.Model(inputs, keras.layers.Bidirectional(gru)(x))
+
+
+def _static_embedding_case():
+    from elmo_keras.baselines import StaticEmbedding
+
+    layer = StaticEmbedding(["a", "b", "c"], np.random.default_rng(0).normal(size=(3, 4)))
+    inputs = [keras.Input(shape=(), dtype="string")]
+    return layer, inputs, [tf.constant(["a b c", "b"])], [tf.constant(["b"])]
+
+
+def _unstack_layers_case():
+    stacked = np.random.default_rng(0).normal(size=(2, 3, 2, 4)).astype("float32")  # padding holds values
+    mask = np.array([[True] * 3, [True, False, False]])
+    inputs = [keras.Input(shape=(None, 2, 4)), keras.Input(shape=(None,), dtype="bool")]
+    return ek.layers.UnstackLayers(), inputs, [stacked, mask], [stacked[1:, :1], mask[1:, :1]]
+
+
+def _char_cnn_case():
+    layer = ek.CharCNN([[1, 4], [2, 4]], char_embed_dim=4, num_highway_layers=1, projection_dim=4)
+    inputs = [keras.Input(shape=(None, 50), dtype="int32")]
+    return layer, inputs, [ek.batch_to_ids([["a", "b", "c"], ["b"]])], [ek.batch_to_ids([["b"]])]
+
+
+@pytest.mark.parametrize("case", [_static_embedding_case, _unstack_layers_case, _char_cnn_case])
+def test_keras_mask_reaches_a_bigru(case, tmp_path):
+    """compute_mask (not a private attribute) gives the GRU its mask: a padded row's real steps equal the
+    unpadded row, in eager calls, in predict, and after a .keras round trip."""
+    layer, inputs, padded, alone = case()
+    model = _bigru_on(layer, inputs)
+    model.save(tmp_path / "m.keras")
+    loaded = keras.models.load_model(tmp_path / "m.keras", safe_mode=True)
+    for run in (model, loaded):
+        for outputs in (np.asarray(run(padded)), run.predict(padded, verbose=0)):
+            np.testing.assert_allclose(outputs[1, :1], np.asarray(run(alone))[0], atol=1e-6)

@@ -1,36 +1,70 @@
-"""Character CNN token encoder: char ids [..., max_chars] -> token vectors [..., projection_dim]."""
+"""Character CNN token encoder: char ids [..., max_characters_per_token] -> token vectors [..., projection_dim]."""
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import keras
 from keras import ops
 
-from elmo_keras.layers.highway import Highway
+from elmo_keras.layers.highway import Highway, renamed_arguments
 
 
 @keras.saving.register_keras_serializable(package="elmo_keras")
 class CharCNN(keras.layers.Layer):
-    """Embed chars, convolve per filter width, max over positions, activation, highway, projection.
+    """Character CNN token encoder of ELMo (bilm-tf's ``char_cnn``).
 
-    Input: int [..., max_characters_per_token] shifted char ids (0 = padding token).
-    Output: float [..., projection_dim] (or [..., sum of filters] when they are equal and there is no
-    projection, as in bilm-tf). The mask is ``any(ids > 0, axis=-1)``.
+    Embeds each token's characters, convolves per filter width, takes the max over positions, applies the
+    activation, then highway layers and a linear projection.
+
+    Args:
+        filters: list of `[width, num_filters]` pairs, one convolution per pair.
+        char_embed_dim: int, size of the character embedding. Defaults to `16`.
+        num_characters: int, rows of the character table, padding row 0 included. Defaults to `262`.
+        activation: `"relu"` or `"tanh"`, applied after the max over positions. Defaults to `"relu"`.
+        num_highway_layers: int, highway layers after the convolutions. Defaults to `2`.
+        projection_dim: int, output size. When it equals the total number of filters there is no projection
+            (as in bilm-tf). Defaults to `512`.
+        max_characters_per_token: int, character slots per token. Defaults to `50`.
+        **kwargs: base layer keyword arguments, such as `name` and `dtype`.
+
+    Deprecated argument names: `n_characters` (use `num_characters`), `n_highway` (use `num_highway_layers`).
+
+    Call arguments:
+        inputs: int tensor `[..., max_characters_per_token]` of shifted char ids (see
+            `elmo_keras.batch_to_ids`); a token whose ids are all 0 is padding.
+
+    Returns:
+        A float tensor `[..., projection_dim]`, with the Keras mask `any(inputs > 0, axis=-1)`
+        (so that e.g. a `Bidirectional(GRU)` on top skips padding tokens).
+
+    Example:
+
+    ```python
+    import elmo_keras as ek
+
+    cnn = ek.CharCNN([[1, 4], [2, 8]], char_embed_dim=4, num_highway_layers=1, projection_dim=6)
+    vectors = cnn(ek.batch_to_ids([["Hello", "world"], ["Hi"]]))
+    assert vectors.shape == (2, 2, 6)
+    ```
     """
 
-    def __init__(self, filters, char_embed_dim: int = 16, n_characters: int = 262, activation: str = "relu",
-                 n_highway: int = 2, projection_dim: int = 512, max_characters_per_token: int = 50, **kwargs):
+    @renamed_arguments(n_characters="num_characters", n_highway="num_highway_layers")
+    def __init__(self, filters: Sequence[Sequence[int]], char_embed_dim: int = 16, num_characters: int = 262,
+                 activation: str = "relu", num_highway_layers: int = 2, projection_dim: int = 512,
+                 max_characters_per_token: int = 50, **kwargs):
         super().__init__(**kwargs)
-        self.filters = [[int(w), int(n)] for w, n in filters]
-        self.char_embed_dim = char_embed_dim
-        self.n_characters = n_characters
         if activation not in ("relu", "tanh"):
             raise ValueError(f"activation must be 'relu' or 'tanh', got {activation!r}")
+        self.filters = [[int(w), int(n)] for w, n in filters]
+        self.char_embed_dim = char_embed_dim
+        self.num_characters = num_characters
         self.activation = activation
-        self.n_highway = n_highway
+        self.num_highway_layers = num_highway_layers
         self.projection_dim = projection_dim
         self.max_characters_per_token = max_characters_per_token
-        self.n_filters = sum(n for _, n in self.filters)
-        self.use_projection = self.n_filters != projection_dim
-        self.highway = Highway(n_highway, name="highway", dtype=self.dtype_policy)
+        self.num_filters = sum(n for _, n in self.filters)
+        self.use_projection = self.num_filters != projection_dim
+        self.highway = Highway(num_highway_layers, name="highway", dtype=self.dtype_policy)
 
     @property
     def output_dim(self) -> int:
@@ -38,27 +72,27 @@ class CharCNN(keras.layers.Layer):
 
     def build(self, input_shape=None):
         # Row 0 (padding id) is not a variable: it is a constant zero row put in front at call time.
-        self.char_embed = self.add_weight(name="char_embed", shape=(self.n_characters - 1, self.char_embed_dim),
+        self.char_embed = self.add_weight(name="char_embed", shape=(self.num_characters - 1, self.char_embed_dim),
                                           initializer=keras.initializers.RandomUniform(-1.0, 1.0))
         self.conv_kernels, self.conv_biases = [], []
         for i, (width, num) in enumerate(self.filters):
             self.conv_kernels.append(self.add_weight(name=f"W_cnn_{i}", shape=(width, self.char_embed_dim, num),
                                                      initializer="glorot_uniform"))
             self.conv_biases.append(self.add_weight(name=f"b_cnn_{i}", shape=(num,), initializer="zeros"))
-        self.highway.build((None, self.n_filters))
+        self.highway.build((None, self.num_filters))
         if self.use_projection:
-            self.proj_kernel = self.add_weight(name="W_proj", shape=(self.n_filters, self.projection_dim),
+            self.proj_kernel = self.add_weight(name="W_proj", shape=(self.num_filters, self.projection_dim),
                                                initializer="glorot_uniform")
             self.proj_bias = self.add_weight(name="b_proj", shape=(self.projection_dim,), initializer="zeros")
 
     def embedding_table(self):
-        """[n_characters, char_embed_dim] with the zero padding row in front."""
+        """[num_characters, char_embed_dim] with the zero padding row in front."""
         table = ops.convert_to_tensor(self.char_embed)
         return ops.concatenate([ops.zeros_like(table[:1]), table], axis=0)
 
-    def call(self, ids):
-        lead_shape = ops.shape(ids)[:-1]
-        flat = ops.reshape(ids, (-1, self.max_characters_per_token))
+    def call(self, inputs):
+        lead_shape = ops.shape(inputs)[:-1]
+        flat = ops.reshape(inputs, (-1, self.max_characters_per_token))
         # One padding token more, dropped below: with oneDNN (TF 2.21 on x86) a convolution over zero rows returns
         # its input unchanged, so an empty batch would fail.
         flat = ops.concatenate([flat, ops.zeros((1, self.max_characters_per_token), flat.dtype)], axis=0)
@@ -73,13 +107,16 @@ class CharCNN(keras.layers.Layer):
             x = ops.matmul(x, self.proj_kernel) + self.proj_bias
         return ops.reshape(x[:-1], (*lead_shape, self.projection_dim))
 
-    def compute_mask(self, ids, mask=None):
-        return ops.any(ids > 0, axis=-1)
+    def compute_mask(self, inputs, mask=None):
+        if keras.backend.is_keras_tensor(inputs):
+            return None  # as for every elmo_keras embedder: the functional model computes it when it runs
+        return ops.any(ops.not_equal(inputs, 0), axis=-1)
 
     def compute_output_shape(self, input_shape):
         return (*input_shape[:-1], self.projection_dim)
 
     def get_config(self):
         return {**super().get_config(), "filters": self.filters, "char_embed_dim": self.char_embed_dim,
-                "n_characters": self.n_characters, "activation": self.activation, "n_highway": self.n_highway,
-                "projection_dim": self.projection_dim, "max_characters_per_token": self.max_characters_per_token}
+                "num_characters": self.num_characters, "activation": self.activation,
+                "num_highway_layers": self.num_highway_layers, "projection_dim": self.projection_dim,
+                "max_characters_per_token": self.max_characters_per_token}

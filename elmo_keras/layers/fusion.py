@@ -17,42 +17,80 @@ def _first_mask(mask):
 
 @keras.saving.register_keras_serializable(package="elmo_keras")
 class UnstackLayers(keras.layers.Layer):
-    """(layers float [B, T, L, D], mask bool [B, T]) -> L tensors [B, T, D], each carrying the Keras mask.
+    """Split stacked biLM layers into a list of masked sequences, the input every layer mixer takes.
 
-    Feeds precomputed biLM layers (e.g. from ``ElmoEmbedder``) to any layer mixer.
+    Feeds precomputed biLM layers (e.g. from `ElmoEmbedder`, batched by `elmo_keras.features.features_dataset`)
+    to a `ScalarMix`, `LayerFusion` or `LayerConcat`.
+
+    Args:
+        **kwargs: base layer keyword arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: pair `(layers, mask)`: float tensor `[batch, timesteps, num_layers, dim]` (`num_layers` known)
+            and bool tensor `[batch, timesteps]`.
+
+    Returns:
+        A list of `num_layers` float tensors `[batch, timesteps, dim]`, each carrying `mask` as its Keras mask.
+
+    Example:
+
+    ```python
+    import numpy as np
+    import elmo_keras as ek
+
+    stacked = np.ones((2, 3, 4, 5), "float32")
+    mask = np.array([[True, True, False], [True, False, False]])
+    layers = ek.layers.UnstackLayers()([stacked, mask])
+    assert len(layers) == 4 and layers[0].shape == (2, 3, 5)
+    np.testing.assert_array_equal(layers[0]._keras_mask, mask)
+    ```
     """
 
     def call(self, inputs):
-        stacked, mask = inputs
-        mask = ops.cast(mask, "bool")
-        outputs = [stacked[:, :, i] for i in range(stacked.shape[2])]
-        for output in outputs:
-            output._keras_mask = mask
-        return outputs
+        return ops.unstack(inputs[0], axis=2)
 
     def compute_mask(self, inputs, mask=None):
-        return None  # attached to the outputs in call()
+        stacked, token_mask = inputs
+        if keras.backend.is_keras_tensor(token_mask):
+            return None  # as for every elmo_keras embedder: the functional model computes it when it runs
+        return [ops.cast(token_mask, "bool")] * stacked.shape[2]
 
-    def compute_output_spec(self, inputs):
-        stacked = inputs[0]
-        if stacked.shape[2] is None:
+    def compute_output_shape(self, input_shape):
+        batch, steps, num_layers, dim = input_shape[0]
+        if num_layers is None:
             raise ValueError("the number of layers (axis 2 of the input) must be known")
-        return [keras.KerasTensor((stacked.shape[0], stacked.shape[1], stacked.shape[3]), dtype=stacked.dtype)
-                for _ in range(stacked.shape[2])]
+        return [(batch, steps, dim)] * num_layers
 
 
 @keras.saving.register_keras_serializable(package="elmo_keras")
 class LayerConcat(keras.layers.Layer):
-    """Concatenate the layers along features: n x [..., D] -> [..., n * D]. The mask passes through."""
+    """Concatenate layers along the features axis (the `"concat"` mix mode).
 
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.supports_masking = True
+    Args:
+        **kwargs: base layer keyword arguments, such as `name` and `dtype`.
 
-    def call(self, tensors, mask=None):
-        return ops.concatenate(list(tensors), axis=-1)
+    Call arguments:
+        inputs: list of float tensors `[..., dim_k]` (the same leading shape).
+        mask: Keras mask(s) of the inputs; the first one passes through.
 
-    def compute_mask(self, tensors, mask=None):
+    Returns:
+        A float tensor `[..., sum_k dim_k]`, carrying the input mask.
+
+    Example:
+
+    ```python
+    import numpy as np
+    import elmo_keras as ek
+
+    joined = ek.LayerConcat()([np.zeros((2, 3, 4), "float32"), np.ones((2, 3, 5), "float32")])
+    assert joined.shape == (2, 3, 9)
+    ```
+    """
+
+    def call(self, inputs, mask=None):
+        return ops.concatenate(list(inputs), axis=-1)
+
+    def compute_mask(self, inputs, mask=None):
         return _first_mask(mask)
 
     def compute_output_shape(self, input_shape):
@@ -61,25 +99,46 @@ class LayerConcat(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="elmo_keras")
 class LayerFusion(keras.layers.Layer):
-    """MLP fusion: concatenate the layers -> Dense(hidden, relu) -> Dense(hidden). [..., n*D] -> [..., hidden]."""
+    """MLP fusion of layers (the `"mlp"` mix mode): concatenate, `Dense(hidden, relu)`, `Dense(hidden)`.
+
+    Args:
+        hidden: int, units of both dense layers. Defaults to `256`.
+        **kwargs: base layer keyword arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: list of float tensors `[..., dim_k]` (the same leading shape).
+        mask: Keras mask(s) of the inputs; the first one passes through.
+
+    Returns:
+        A float tensor `[..., hidden]`, carrying the input mask.
+
+    Example:
+
+    ```python
+    import numpy as np
+    import elmo_keras as ek
+
+    fused = ek.LayerFusion(hidden=8)([np.ones((2, 3, 4), "float32")] * 3)
+    assert fused.shape == (2, 3, 8)
+    ```
+    """
 
     def __init__(self, hidden: int = 256, **kwargs):
         super().__init__(**kwargs)
         self.hidden = hidden
-        self.concat = LayerConcat()
-        self.dense1 = keras.layers.Dense(hidden, activation="relu", name="fusion_hidden")
-        self.dense2 = keras.layers.Dense(hidden, name="fusion_out")
-        self.supports_masking = True
+        self.concat = LayerConcat(dtype=self.dtype_policy)
+        self.dense1 = keras.layers.Dense(hidden, activation="relu", name="fusion_hidden", dtype=self.dtype_policy)
+        self.dense2 = keras.layers.Dense(hidden, name="fusion_out", dtype=self.dtype_policy)
 
     def build(self, input_shape):
         width = sum(s[-1] for s in input_shape)
         self.dense1.build((None, width))
         self.dense2.build((None, self.hidden))
 
-    def call(self, tensors, mask=None):
-        return self.dense2(self.dense1(self.concat(tensors)))
+    def call(self, inputs, mask=None):
+        return self.dense2(self.dense1(self.concat(inputs)))
 
-    def compute_mask(self, tensors, mask=None):
+    def compute_mask(self, inputs, mask=None):
         return _first_mask(mask)
 
     def compute_output_shape(self, input_shape):
@@ -103,18 +162,14 @@ def make_layer_mixer(mix: str, num_layers: int, mix_weights: Sequence[float] | N
         raise ValueError(f"mix_weights are only used with mix='fixed', got mix={mix!r}")
     if mix == "trainable":
         return ScalarMix(num_layers, name=name)
-    if mix == "fixed":
-        if mix_weights is None:
-            raise ValueError("mix='fixed' needs mix_weights, e.g. mix_weights=[0.45, 0.15, 0.40]")
-        if len(mix_weights) != num_layers:
-            raise ValueError(f"mix_weights has {len(mix_weights)} values for {num_layers} layers")
-        return ScalarMix(num_layers, fixed_weights=mix_weights, trainable_gamma=False, name=name)
-    if mix == "average":
-        return ScalarMix(num_layers, fixed_weights=[1.0 / num_layers] * num_layers, trainable_gamma=False,
-                         name=name)
-    if mix == "top":
-        return ScalarMix(num_layers, fixed_weights=[0.0] * (num_layers - 1) + [1.0], trainable_gamma=False,
-                         name=name)
     if mix == "mlp":
         return LayerFusion(hidden, name=name)
-    return LayerConcat(name=name)
+    if mix == "concat":
+        return LayerConcat(name=name)
+    if mix == "fixed" and mix_weights is None:
+        raise ValueError("mix='fixed' needs mix_weights, e.g. mix_weights=[0.45, 0.15, 0.40]")
+    if mix == "fixed" and len(mix_weights) != num_layers:
+        raise ValueError(f"mix_weights has {len(mix_weights)} values for {num_layers} layers")
+    fixed = {"fixed": mix_weights, "average": [1.0 / num_layers] * num_layers,
+             "top": [0.0] * (num_layers - 1) + [1.0]}[mix]
+    return ScalarMix(num_layers, mix_weights=fixed, trainable_gamma=False, name=name)

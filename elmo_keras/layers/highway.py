@@ -1,13 +1,64 @@
 """Highway layers as in bilm-tf: y = g * relu(x W_t + b_t) + (1 - g) * x, g = sigmoid(x W_c + b_c)."""
 from __future__ import annotations
 
+import functools
+import inspect
+import warnings
+
 import keras
 from keras import ops
 
 
+def renamed_arguments(**old_to_new: str):
+    """Decorate a layer's ``__init__`` so that old keyword names still work, with a DeprecationWarning.
+
+    ``from_config`` calls ``cls(**config)``, so configs saved under the old names (old ``.keras`` files) load too.
+    Shared by the layers of this package; it lives in this leaf module so that every layer module can import it.
+    """
+    def decorate(init):
+        @functools.wraps(init)
+        def wrapper(self, *args, **kwargs):
+            for old, new in old_to_new.items():
+                if old in kwargs:
+                    if new in kwargs:
+                        raise TypeError(f"{type(self).__name__} got both '{new}' and its old name '{old}'")
+                    warnings.warn(f"{type(self).__name__}: '{old}' is deprecated, use '{new}'", DeprecationWarning,
+                                  stacklevel=2)
+                    kwargs[new] = kwargs.pop(old)
+            init(self, *args, **kwargs)
+        wrapper.__signature__ = inspect.signature(init)  # Keras reads it (getfullargspec ignores __wrapped__)
+        return wrapper
+    return decorate
+
+
 @keras.saving.register_keras_serializable(package="elmo_keras")
 class Highway(keras.layers.Layer):
-    """``num_layers`` highway layers over the last axis: [..., dim] -> [..., dim]."""
+    """Highway layers over the last axis, as in the bilm-tf character encoder.
+
+    Each layer computes ``g = sigmoid(x W_carry + b_carry)`` and
+    ``y = g * relu(x W_transform + b_transform) + (1 - g) * x``.
+
+    Args:
+        num_layers: int, how many highway layers are stacked. Defaults to `1`.
+        **kwargs: base layer keyword arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: float tensor `[..., dim]`; `dim` must be known.
+
+    Returns:
+        A float tensor of the input shape `[..., dim]`. A Keras mask on the input passes through.
+
+    Example:
+
+    ```python
+    import numpy as np
+    import elmo_keras as ek
+
+    highway = ek.Highway(num_layers=2)
+    outputs = highway(np.ones((2, 3, 8), "float32"))
+    assert outputs.shape == (2, 3, 8)
+    ```
+    """
 
     def __init__(self, num_layers: int = 1, **kwargs):
         super().__init__(**kwargs)
@@ -27,7 +78,8 @@ class Highway(keras.layers.Layer):
                 kernels.append(self.add_weight(name=f"W_{part}_{k}", shape=(dim, dim), initializer="glorot_uniform"))
                 biases.append(self.add_weight(name=f"b_{part}_{k}", shape=(dim,), initializer="zeros"))
 
-    def call(self, x):
+    def call(self, inputs):
+        x = inputs
         for w_c, b_c, w_t, b_t in zip(self.carry_kernels, self.carry_biases,
                                       self.transform_kernels, self.transform_biases):
             gate = ops.sigmoid(ops.matmul(x, w_c) + b_c)

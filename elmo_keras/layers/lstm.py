@@ -17,22 +17,58 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from elmo_keras.layers.highway import renamed_arguments
+
 
 @keras.saving.register_keras_serializable(package="elmo_keras")
 class ProjectedBiLSTM(keras.layers.Layer):
-    """Bidirectional stack of projected LSTMs.
+    """Forward and backward stacks of projected LSTMs (bilm-tf's ``LSTMCell(num_proj=...)``), run together.
 
-    ``call(inputs, mask, initial_state=None)``:
-      inputs float [B, T, P], mask bool [B, T] (left-packed), initial_state a list with one
-      ``(c [2, B, D], h [2, B, P])`` per layer (direction 0 forward, 1 backward), zeros by default.
-    Returns ``(outputs, final_state)``: ``outputs`` a list of ``n_layers`` tensors [B, T, 2P]
-    (forward then backward halves, zero at masked steps), ``final_state`` like ``initial_state``.
+    Args:
+        num_layers: int, LSTM layers per direction.
+        dim: int, cell size of each LSTM.
+        projection_dim: int, size of the projected output (and input) of each LSTM.
+        cell_clip: float, clip the cell state to `[-cell_clip, cell_clip]`; `None` for no clipping.
+            Defaults to `None`.
+        proj_clip: float, clip the projected output likewise; `None` for no clipping. Defaults to `None`.
+        use_skip_connections: bool, layers after the first add their input to their output. Defaults to
+            `False`.
+        **kwargs: base layer keyword arguments, such as `name` and `dtype`.
+
+    Deprecated argument name: `n_layers` (use `num_layers`).
+
+    Call arguments:
+        inputs: float tensor `[batch, timesteps, projection_dim]`.
+        mask: bool tensor `[batch, timesteps]`, `True` for real steps, which come first in each row.
+        initial_state: optional list with one `(c [2, batch, dim], h [2, batch, projection_dim])` pair per
+            layer (index 0 of the leading axis is the forward direction, 1 the backward one). Defaults to zeros
+            (`zero_state`).
+
+    Returns:
+        A pair `(outputs, final_state)`: `outputs` is a list of `num_layers` float tensors
+        `[batch, timesteps, 2 * projection_dim]` (forward then backward halves, zero at masked steps);
+        `final_state` is structured like `initial_state`. The cell state stays float32 under mixed precision.
+
+    Example:
+
+    ```python
+    import numpy as np
+    import elmo_keras as ek
+
+    lstm = ek.ProjectedBiLSTM(num_layers=2, dim=8, projection_dim=4, cell_clip=3.0, proj_clip=3.0)
+    inputs = np.random.default_rng(0).normal(size=(2, 5, 4)).astype("float32")
+    mask = np.array([[True] * 5, [True] * 3 + [False] * 2])
+    outputs, final_state = lstm(inputs, mask)
+    assert [tuple(o.shape) for o in outputs] == [(2, 5, 8)] * 2
+    assert np.all(np.asarray(outputs[1])[1, 3:] == 0)
+    ```
     """
 
-    def __init__(self, n_layers: int, dim: int, projection_dim: int, cell_clip: float | None = None,
+    @renamed_arguments(n_layers="num_layers")
+    def __init__(self, num_layers: int, dim: int, projection_dim: int, cell_clip: float | None = None,
                  proj_clip: float | None = None, use_skip_connections: bool = False, **kwargs):
         super().__init__(**kwargs)
-        self.n_layers = n_layers
+        self.num_layers = num_layers
         self.dim = dim
         self.projection_dim = projection_dim
         self.cell_clip = cell_clip
@@ -42,7 +78,7 @@ class ProjectedBiLSTM(keras.layers.Layer):
     def build(self, input_shape=None):
         p, d = self.projection_dim, self.dim
         self.kernels, self.biases, self.projections = [], [], []
-        for k in range(self.n_layers):
+        for k in range(self.num_layers):
             # kernel rows: the layer input (P) then h_{t-1} (P), as in the released W_0.
             self.kernels.append(self.add_weight(name=f"kernel_{k}", shape=(2, 2 * p, 4 * d),
                                                 initializer="glorot_uniform"))
@@ -50,16 +86,17 @@ class ProjectedBiLSTM(keras.layers.Layer):
             self.projections.append(self.add_weight(name=f"projection_{k}", shape=(2, d, p),
                                                     initializer="glorot_uniform"))
 
-    def zero_state(self, batch_size):
+    def zero_state(self, batch_size) -> list:
         """Zero initial state for ``batch_size`` rows: a list of (c [2, B, D], h [2, B, P])."""
         return [(ops.zeros((2, batch_size, self.dim), "float32"),
                  ops.zeros((2, batch_size, self.projection_dim), self.compute_dtype))
-                for _ in range(self.n_layers)]
+                for _ in range(self.num_layers)]
 
-    def _clip(self, x, limit):
+    @staticmethod
+    def _clip(x, limit: float | None):
         return x if limit is None else ops.clip(x, -limit, limit)
 
-    def _recur(self, gates_x, step_mask, w_h, w_p, c, h):
+    def _scan_layer(self, gates_x, step_mask, w_h, w_p, c, h):
         """One layer, both directions. gates_x [T, 2, B, 4D], step_mask [T, 2, B, 1] -> h_seq [T, 2, B, P]."""
         steps = tf.shape(gates_x)[0]
         gates_ta = tf.TensorArray(gates_x.dtype, size=steps).unstack(gates_x)
@@ -92,12 +129,12 @@ class ProjectedBiLSTM(keras.layers.Layer):
             initial_state = self.zero_state(ops.shape(inputs)[0])
         outputs, final_state = [], []
         dtype = self.compute_dtype
-        for k in range(self.n_layers):
+        for k in range(self.num_layers):
             kernel = ops.cast(self.kernels[k], dtype)
             gates_x = ops.einsum("tdbp,dpg->tdbg", x, kernel[:, :p]) + ops.cast(self.biases[k], dtype)[None, :, None]
             c0, h0 = initial_state[k]
-            h_seq, state = self._recur(gates_x, m, kernel[:, p:], ops.cast(self.projections[k], dtype),
-                                       ops.cast(c0, "float32"), ops.cast(h0, dtype))
+            h_seq, state = self._scan_layer(gates_x, m, kernel[:, p:], ops.cast(self.projections[k], dtype),
+                                            ops.cast(c0, "float32"), ops.cast(h0, dtype))
             if self.use_skip_connections and k > 0:
                 h_seq = ops.where(m, h_seq + x, ops.zeros_like(h_seq))
             final_state.append(state)
@@ -113,6 +150,6 @@ class ProjectedBiLSTM(keras.layers.Layer):
         return ops.concatenate([forward, backward], axis=-1)
 
     def get_config(self):
-        return {**super().get_config(), "n_layers": self.n_layers, "dim": self.dim,
+        return {**super().get_config(), "num_layers": self.num_layers, "dim": self.dim,
                 "projection_dim": self.projection_dim, "cell_clip": self.cell_clip, "proj_clip": self.proj_clip,
                 "use_skip_connections": self.use_skip_connections}
