@@ -45,6 +45,21 @@ class Elmo(keras.layers.Layer):
       mix_weights: fixed mixing weights used as given instead of trainable softmax weights.
       do_layer_norm, weight_dropout, l2_coef: passed to every :class:`ScalarMix`.
       stateful, max_batch_size, add_sentence_boundaries: passed to the :class:`BiLM` built from ``options``.
+
+    Example:
+
+    ```python
+    import keras
+    import numpy as np
+    import elmo_keras as ek
+
+    model = keras.Sequential([keras.Input(shape=(), dtype="string"),
+                              ek.Elmo.from_preset("brown-small", output_mode="elmo"),   # + its Keras mask
+                              keras.layers.Bidirectional(keras.layers.GRU(4)),
+                              keras.layers.Dense(2, activation="softmax")])
+    texts = np.array(["The bank approved the loan .", "Hi"], dtype=object)   # Keras models take arrays
+    assert model.predict(texts, verbose=0).shape == (2, 2)
+    ```
     """
 
     def __init__(self, options: dict | None = None, num_output_representations: int = 1, dropout: float = 0.5,
@@ -79,7 +94,7 @@ class Elmo(keras.layers.Layer):
         n_layers = self.bilm.num_layers + 1
         if output == "layers":
             num_output_representations = 0
-        self.mixes = [ScalarMix(n_layers, fixed_weights=self.mix_weights, do_layer_norm=do_layer_norm,
+        self.mixes = [ScalarMix(n_layers, mix_weights=self.mix_weights, do_layer_norm=do_layer_norm,
                                 weight_dropout=weight_dropout, l2_coef=l2_coef, name=f"scalar_mix_{i}",
                                 dtype=self.dtype_policy)
                       for i in range(num_output_representations)]

@@ -86,11 +86,11 @@ def _hub_aggregation(model: BiLM | Elmo) -> tuple[np.ndarray, float]:
         raise ValueError("a ScalarMix with do_layer_norm=True cannot be written in the TF Hub format")
     gamma = float(np.asarray(mix.gamma)[0])
     n = mix.num_layers
-    if mix.fixed_weights is None:
+    if mix.mix_weights is None:
         return np.asarray(mix.logits, np.float32) - np.float32(1.0 / n), gamma
-    fixed = np.asarray(mix.fixed_weights, np.float64)
+    fixed = np.asarray(mix.mix_weights, np.float64)
     if np.any(fixed <= 0):
-        raise ValueError(f"fixed mix weights {mix.fixed_weights} are not all positive: the TF Hub format "
+        raise ValueError(f"fixed mix weights {mix.mix_weights} are not all positive: the TF Hub format "
                          "(softmax weights times a scale) cannot express them")
     return (np.log(fixed / fixed.sum()) - 1.0 / n).astype(np.float32), gamma * float(fixed.sum())
 

@@ -125,7 +125,7 @@ class HubWeights:
     def init_mixes(self, mixes) -> None:
         """Start built trainable ScalarMixes from the module's aggregation (logits and gamma)."""
         for mix in mixes:
-            if self.mix_logits is not None and mix.fixed_weights is None:
+            if self.mix_logits is not None and mix.mix_weights is None:
                 mix.logits.assign(self.mix_logits)
                 mix.gamma.assign([self.mix_gamma])
 

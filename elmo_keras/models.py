@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import keras
+import numpy as np
 
 from elmo_keras.errors import InputError
 from elmo_keras.layers.fusion import UnstackLayers, make_layer_mixer
@@ -25,6 +26,16 @@ class TextModel(keras.Model):
     Calls, ``fit`` (and its ``validation_data``), ``evaluate`` and ``predict`` also take lists or tuples of str,
     token lists and NumPy ``'<U'``/object arrays (:func:`elmo_keras.text.as_text`); numbers or a wrong rank are an
     :class:`~elmo_keras.errors.InputError` saying what the model expects.
+
+    Example:
+
+    ```python
+    import elmo_keras as ek
+
+    model = ek.models.text_classifier(ek.Elmo.from_preset("brown-small"), num_classes=2, units=4, hidden=4)
+    model.fit(["good film", "bad plot", "great acting", "awful"], [1, 0, 1, 0], epochs=1, verbose=0)
+    assert model.predict(("a good plot",), verbose=0).shape == (1, 2)
+    ```
     """
 
     def _text(self, x):
@@ -43,13 +54,18 @@ class TextModel(keras.Model):
     def __call__(self, inputs, *args, **kwargs):
         return super().__call__(self._text(inputs), *args, **kwargs)
 
+    @staticmethod
+    def _labels(y):
+        """A Python list/tuple of labels -> a NumPy array (Keras would read a list as several outputs)."""
+        return np.asarray(y) if isinstance(y, (list, tuple)) else y
+
     def fit(self, x=None, y=None, *args, validation_data=None, **kwargs):
         if isinstance(validation_data, (tuple, list)) and validation_data:
-            validation_data = (self._text(validation_data[0]), *validation_data[1:])
-        return super().fit(self._text(x), y, *args, validation_data=validation_data, **kwargs)
+            validation_data = (self._text(validation_data[0]), *map(self._labels, validation_data[1:]))
+        return super().fit(self._text(x), self._labels(y), *args, validation_data=validation_data, **kwargs)
 
-    def evaluate(self, x=None, *args, **kwargs):
-        return super().evaluate(self._text(x), *args, **kwargs)
+    def evaluate(self, x=None, y=None, *args, **kwargs):
+        return super().evaluate(self._text(x), self._labels(y), *args, **kwargs)
 
     def predict(self, x, *args, **kwargs):
         return super().predict(self._text(x), *args, **kwargs)

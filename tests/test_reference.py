@@ -55,7 +55,7 @@ def test_scalar_mix_matches_reference(layer_norm):
     layers = [rng.standard_normal((3, 5, 4)).astype(np.float32) * (k + 1) for k in range(3)]
     mask = np.array([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0], [1, 0, 0, 0, 0]], dtype=bool)
     logits = np.array([0.3, -1.2, 0.7], dtype=np.float32)
-    mix = ek.ScalarMix(3, initial_logits=logits, gamma=1.7, do_layer_norm=layer_norm)
+    mix = ek.ScalarMix(3, initial_logits=logits, initial_gamma=1.7, do_layer_norm=layer_norm)
     got = np.asarray(mix(layers, mask=mask))
     expected = scalar_mix(layers, mask, logits.astype(np.float64), 1.7, layer_norm)
     np.testing.assert_allclose(got, expected, atol=1e-5)

@@ -31,6 +31,17 @@ class BiLM(keras.layers.Layer):
     call (up to ``max_batch_size`` rows); ``reset_state()`` returns to zeros. The default is stateless.
     ``add_sentence_boundaries=False`` runs the LSTMs on the tokens alone (as TF Hub's ELMo module does, and
     for language-model training on inputs that already hold the boundary tokens).
+
+    Example:
+
+    ```python
+    import elmo_keras as ek
+
+    bilm = ek.BiLM.from_preset("brown-small")          # or ek.BiLM.from_pretrained(options, weights)
+    out = bilm(ek.batch_to_ids([["The", "bank", "."], ["Hi"]]))
+    assert len(out["layers"]) == bilm.num_layers + 1 and out["layers"][0].shape == (2, 3, bilm.output_dim)
+    assert out["mask"].numpy().sum() == 4
+    ```
     """
 
     def __init__(self, options: dict, stateful: bool = False, max_batch_size: int = 128,
@@ -45,8 +56,8 @@ class BiLM(keras.layers.Layer):
         self.num_layers = lstm["n_layers"]
         self.max_characters_per_token = cnn["max_characters_per_token"]
         self.char_cnn = CharCNN(cnn["filters"], char_embed_dim=cnn["embedding"]["dim"],
-                                n_characters=cnn["n_characters"], activation=cnn["activation"],
-                                n_highway=cnn["n_highway"], projection_dim=self.projection_dim,
+                                num_characters=cnn["n_characters"], activation=cnn["activation"],
+                                num_highway_layers=cnn["n_highway"], projection_dim=self.projection_dim,
                                 max_characters_per_token=self.max_characters_per_token, name="char_cnn",
                                 dtype=self.dtype_policy)
         self.lstm = ProjectedBiLSTM(self.num_layers, lstm["dim"], self.projection_dim, cell_clip=lstm["cell_clip"],
@@ -99,8 +110,8 @@ class BiLM(keras.layers.Layer):
                                 self.add_weight(name=f"state_h_{k}", shape=(2, b, p), initializer="zeros",
                                                 trainable=False))
                                for k in range(self.num_layers)]
-        for variable in self.char_cnn.weights + self.lstm.weights:  # freeze (or not) the variables just made,
-            variable.trainable = self.trainable                      # as the `trainable` setter would
+        for layer in (self.char_cnn, self.lstm):  # made before `trainable` reached them: freeze (or not) them
+            layer.trainable = self.trainable
         self.built = True
 
     # -- weights in the released layout (the name map is weights.variable_map) ---------------------------

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 import keras
 from keras import ops
 
-from elmo_keras.layers.highway import Highway, renamed_arguments
+from elmo_keras.deprecation import renamed_arguments
+from elmo_keras.layers.highway import Highway
 
 
 @keras.saving.register_keras_serializable(package="elmo_keras")

@@ -1,34 +1,8 @@
 """Highway layers as in bilm-tf: y = g * relu(x W_t + b_t) + (1 - g) * x, g = sigmoid(x W_c + b_c)."""
 from __future__ import annotations
 
-import functools
-import inspect
-import warnings
-
 import keras
 from keras import ops
-
-
-def renamed_arguments(**old_to_new: str):
-    """Decorate a layer's ``__init__`` so that old keyword names still work, with a DeprecationWarning.
-
-    ``from_config`` calls ``cls(**config)``, so configs saved under the old names (old ``.keras`` files) load too.
-    Shared by the layers of this package; it lives in this leaf module so that every layer module can import it.
-    """
-    def decorate(init):
-        @functools.wraps(init)
-        def wrapper(self, *args, **kwargs):
-            for old, new in old_to_new.items():
-                if old in kwargs:
-                    if new in kwargs:
-                        raise TypeError(f"{type(self).__name__} got both '{new}' and its old name '{old}'")
-                    warnings.warn(f"{type(self).__name__}: '{old}' is deprecated, use '{new}'", DeprecationWarning,
-                                  stacklevel=2)
-                    kwargs[new] = kwargs.pop(old)
-            init(self, *args, **kwargs)
-        wrapper.__signature__ = inspect.signature(init)  # Keras reads it (getfullargspec ignores __wrapped__)
-        return wrapper
-    return decorate
 
 
 @keras.saving.register_keras_serializable(package="elmo_keras")

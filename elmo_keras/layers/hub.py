@@ -27,6 +27,20 @@ class HubElmo(keras.layers.Layer):
     The layer has no weights: the module is frozen and no gradient flows into it (TF1 modules cannot give
     one in TF2); train a ScalarMix on ``"layers"``, or convert with ``Elmo.from_hub`` to fine-tune.
     ``.keras`` files store ``handle``, so the module folder must exist where the model is loaded.
+
+    Example (a module written here from the bundled preset; a downloaded google/elmo/3 folder works the same):
+
+    ```python
+    import tempfile
+    import tensorflow as tf
+    import elmo_keras as ek
+
+    folder = tempfile.mkdtemp() + "/elmo_module"
+    ek.export_hub_module(ek.Elmo.from_preset("brown-small"), folder)
+    layer = ek.HubElmo(folder, output_key="elmo")
+    vectors = layer(tf.constant(["The bank approved the loan .", "Hi"]))
+    assert vectors.shape[:2] == (2, 6)
+    ```
     """
 
     def __init__(self, handle: str | os.PathLike, signature: str = "default", output_key: str = "elmo",

@@ -17,7 +17,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from elmo_keras.layers.highway import renamed_arguments
+from elmo_keras.deprecation import renamed_arguments
 
 
 @keras.saving.register_keras_serializable(package="elmo_keras")

@@ -46,6 +46,16 @@ class BiLanguageModel(keras.Model):
     (normalised by the global token count, so replicas and a single process compute the same gradient).
     ``n_sampled`` > 0 uses a sampled softmax (log-uniform sampler, remove accidental hits) in training;
     evaluation and :meth:`perplexity` always use the full softmax.
+
+    Example:
+
+    ```python
+    import elmo_keras as ek
+
+    lm = ek.lm.BiLanguageModel.from_preset("brown-small")      # the preset's biLM and softmax
+    ppl = lm.perplexity(["The jury said it did find that many of the voters were not satisfied ."])
+    assert set(ppl) == {"forward", "backward"} and ppl["forward"] > 1
+    ```
     """
 
     def __init__(self, options: dict, vocab: Vocabulary | Sequence[str] | str | os.PathLike, n_sampled: int = 0,

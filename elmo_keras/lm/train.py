@@ -166,16 +166,6 @@ def pretrain(train_files: Sequence[str | os.PathLike], valid_file: str | os.Path
         return BiLanguageModel.from_preset(out_dir), state
     keras.utils.set_random_seed(opts["seed"])
 
-    def dataset(files, shuffle):
-        ds = lm_dataset(files, vocab, opts["batch_size"], shuffle_buffer=opts["shuffle_buffer"] if shuffle else 0,
-                        seed=opts["seed"], buckets=opts["buckets"],
-                        max_characters_per_token=opts["char_cnn"]["max_characters_per_token"])
-        ds_options = tf.data.Options()
-        ds_options.experimental_distribute.auto_shard_policy = (
-            tf.data.experimental.AutoShardPolicy.FILE if len(files) >= n_workers > 1
-            else tf.data.experimental.AutoShardPolicy.DATA)
-        return ds.with_options(ds_options)
-
     with strategy.scope():
         model = BiLanguageModel(opts, vocab, n_sampled=opts["n_negative_samples_batch"], dropout=opts["dropout"])
         model.build()
@@ -187,15 +177,9 @@ def pretrain(train_files: Sequence[str | os.PathLike], valid_file: str | os.Path
     backup_dir = os.path.join(out_dir, "backup" if is_chief else f"backup-{strategy.cluster_resolver.task_id}")
     backed_up = (_read_json(os.path.join(backup_dir, "training_metadata.json")) or {}).get("epoch", 0)
     epoch_logs = EpochLogs(os.path.join(backup_dir, "epoch_logs.json"), backed_up)
-    callbacks = [*callbacks, keras.callbacks.BackupAndRestore(backup_dir, save_freq=opts["backup_every_steps"],
-                                                  double_checkpoint=True),
-                 Throughput(log), epoch_logs, keras.callbacks.TerminateOnNaN()]
-    if importlib.util.find_spec("tensorboard") is not None:
-        callbacks.append(keras.callbacks.TensorBoard(os.path.join(out_dir, "logs"), update_freq=50))
-    else:
-        log("TensorBoard logs are off: the tensorboard package is not installed (pip install tensorboard)")
-    train_ds = dataset(train_files, True)
-    valid_ds = dataset([os.fspath(valid_file)], False) if valid_file else None
+    callbacks = [*callbacks, *_training_callbacks(opts, out_dir, backup_dir, epoch_logs, log)]
+    train_ds = _dataset(train_files, vocab, opts, n_workers, shuffle=True)
+    valid_ds = _dataset([os.fspath(valid_file)], vocab, opts, n_workers, shuffle=False) if valid_file else None
     start = time.perf_counter()
     if backed_up >= epochs:  # an interrupted longer run, now asked to stop at `epochs`: finish from its backup
         with strategy.scope():
@@ -212,11 +196,7 @@ def pretrain(train_files: Sequence[str | os.PathLike], valid_file: str | os.Path
             raise RuntimeError("training stopped early (NaN loss?): weights were not written; see the logs")
         state["epochs_completed"] = fitted.epoch[-1] + 1
     state["wall_seconds"] += time.perf_counter() - start
-    state.setdefault("history", {})
-    for epoch in sorted(epoch_logs.logs):  # this run's epochs and those of the interrupted run it resumed
-        state["tokens_per_second"].append(epoch_logs.logs[epoch]["tokens_per_second"])
-        for key, value in epoch_logs.logs[epoch].items():
-            state["history"].setdefault(key, []).append(value)
+    _record_epochs(state, epoch_logs)
     if valid_ds is not None:
         metrics = model.evaluate(valid_ds, return_dict=True, verbose=0)
         state["valid_perplexity"] = {"forward": float(metrics["forward_ppl"]),
@@ -226,6 +206,40 @@ def pretrain(train_files: Sequence[str | os.PathLike], valid_file: str | os.Path
         model.save_softmax_hdf5(os.path.join(out_dir, "softmax.hdf5"))
         write_json(state_path, state)
     return model, state
+
+
+def _dataset(files: list[str], vocab: Vocabulary, opts: dict, n_workers: int, shuffle: bool) -> tf.data.Dataset:
+    """The LM batches of ``files``, sharded by file across workers when there are enough files, else by data."""
+    ds = lm_dataset(files, vocab, opts["batch_size"], shuffle_buffer=opts["shuffle_buffer"] if shuffle else 0,
+                    seed=opts["seed"], buckets=opts["buckets"],
+                    max_characters_per_token=opts["char_cnn"]["max_characters_per_token"])
+    ds_options = tf.data.Options()
+    ds_options.experimental_distribute.auto_shard_policy = (
+        tf.data.experimental.AutoShardPolicy.FILE if len(files) >= n_workers > 1
+        else tf.data.experimental.AutoShardPolicy.DATA)
+    return ds.with_options(ds_options)
+
+
+def _training_callbacks(opts: dict, out_dir: str, backup_dir: str, epoch_logs: EpochLogs,
+                        log: Callable[[str], None]) -> list[keras.callbacks.Callback]:
+    """Resume (BackupAndRestore), throughput, per-epoch logs, NaN stop, and TensorBoard when installed."""
+    callbacks = [keras.callbacks.BackupAndRestore(backup_dir, save_freq=opts["backup_every_steps"],
+                                                  double_checkpoint=True),
+                 Throughput(log), epoch_logs, keras.callbacks.TerminateOnNaN()]
+    if importlib.util.find_spec("tensorboard") is not None:
+        callbacks.append(keras.callbacks.TensorBoard(os.path.join(out_dir, "logs"), update_freq=50))
+    else:
+        log("TensorBoard logs are off: the tensorboard package is not installed (pip install tensorboard)")
+    return callbacks
+
+
+def _record_epochs(state: dict, epoch_logs: EpochLogs) -> None:
+    """Append this run's epochs (and those of the interrupted run it resumed) to ``state``'s history."""
+    state.setdefault("history", {})
+    for epoch in sorted(epoch_logs.logs):
+        state["tokens_per_second"].append(epoch_logs.logs[epoch]["tokens_per_second"])
+        for key, value in epoch_logs.logs[epoch].items():
+            state["history"].setdefault(key, []).append(value)
 
 
 def _load_initial_weights(model: BiLanguageModel, source: str, vocab: Vocabulary) -> None:
