@@ -37,14 +37,24 @@ class Elmo(keras.layers.Layer):
     no ScalarMix is created).
 
     Args:
-      options: the options dict (see :mod:`elmo_keras.options`) of a new, untrained biLM; or
-      bilm: a built :class:`BiLM` (e.g. ``BiLM.from_pretrained(...)``), serialized with this layer.
-      num_output_representations: how many independent ScalarMixes (e.g. one per task layer).
-      dropout: dropout on each representation (training only).
-      bilm_trainable: fine-tune the biLM (frozen by default; the mixes always train unless fixed).
-      mix_weights: fixed mixing weights used as given instead of trainable softmax weights.
-      do_layer_norm, weight_dropout, l2_coef: passed to every :class:`ScalarMix`.
-      stateful, max_batch_size, add_sentence_boundaries: passed to the :class:`BiLM` built from ``options``.
+        options: the options dict (see :mod:`elmo_keras.options`) of a new, untrained biLM; or
+        bilm: a built :class:`BiLM` (e.g. ``BiLM.from_pretrained(...)``), serialized with this layer.
+        num_output_representations: int, how many independent ScalarMixes (e.g. one per task layer).
+            Defaults to `1`.
+        dropout: float, dropout on each representation (training only). Defaults to `0.5`.
+        output_mode: `"dict"`, `"elmo"` or `"layers"` (see above). Defaults to `"dict"`.
+        bilm_trainable: bool, fine-tune the biLM (the mixes always train unless fixed). Defaults to `False`.
+        mix_weights: fixed mixing weights used as given instead of trainable softmax weights. Defaults to
+            `None`.
+        do_layer_norm, weight_dropout, l2_coef: passed to every :class:`ScalarMix`. Default to `False`, `0.0`,
+            `0.0`.
+        stateful, max_batch_size, add_sentence_boundaries: passed to the :class:`BiLM` built from ``options``.
+            Default to `False`, `128`, `True`.
+        **kwargs: base layer keyword arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: sentences string [B], padded tokens string [B, T], or char ids int [B, T, 50] (see above).
+        training: bool, applies dropout. Defaults to `False`.
 
     Example:
 

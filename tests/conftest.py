@@ -25,6 +25,14 @@ def fixture_files() -> tuple[str, str]:
     return str(FIXTURE / "options.json"), str(FIXTURE / "lm_weights.hdf5")
 
 
+@pytest.fixture(scope="session")
+def embedder(fixture_files):
+    """An ElmoEmbedder over the fixture model (its token cache is exact, so tests may share it)."""
+    import elmo_keras as ek
+
+    return ek.ElmoEmbedder(*fixture_files)
+
+
 @pytest.fixture()
 def skip_options() -> dict:
     """A tiny architecture with what the fixture lacks: skip connections, tanh, one highway, 3 layers."""

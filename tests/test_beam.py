@@ -14,11 +14,6 @@ from test_corpus import AWKWARD, AWKWARD_LINES, _expected, _Interrupt
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def embedder(fixture_files):
-    return ek.ElmoEmbedder(*fixture_files)
-
-
 @pytest.fixture()
 def awkward_file(tmp_path):
     path = tmp_path / "in.txt"

@@ -32,11 +32,6 @@ def _line_text(line: str) -> str:
     return line[:-1] if line.endswith("\r") else line
 
 
-@pytest.fixture(scope="module")
-def embedder(fixture_files):
-    return ek.ElmoEmbedder(*fixture_files)
-
-
 @pytest.fixture()
 def awkward_file(tmp_path):
     path = tmp_path / "in.txt"

@@ -19,18 +19,29 @@ from elmo_keras.weights import get_weight_arrays, read_weights_hdf5, set_weight_
 
 @keras.saving.register_keras_serializable(package="elmo_keras")
 class BiLM(keras.layers.Layer):
-    """The ELMo bidirectional language model (without softmax).
+    """The ELMo bidirectional language model (without softmax): char CNN, then forward and backward projected
+    LSTM stacks; returns every layer and the token mask.
 
-    Input: char ids int32 [B, T, max_characters_per_token], padding tokens all zero, no ``<S>``/``</S>``
-    (added here, run through the LSTMs, and stripped from the outputs); or a pair (token vectors
-    [B, T, P], mask bool [B, T]) that skips the char CNN (a token cache).
-    Output: ``{"layers": [n_layers + 1 tensors float [B, T, 2P]], "mask": bool [B, T]}``; layer 0 is the
-    token embedding twice, layer k the [forward_k ; backward_k] LSTM outputs; masked positions are zero.
+    Args:
+        options: the options dict (``options.json`` of bilm-tf / AllenNLP, see :mod:`elmo_keras.options`).
+        stateful: bool, reproduce bilm-tf/AllenNLP's carried state: row i starts from the state row i reached
+            in the previous call (up to ``max_batch_size`` rows); ``reset_state()`` returns to zeros.
+            Defaults to `False` (the same sentence always gives the same vectors).
+        max_batch_size: int, rows of carried state when ``stateful``. Defaults to `128`.
+        add_sentence_boundaries: bool, wrap each sentence in ``<S>``/``</S>`` (run through the LSTMs, then
+            stripped), as the original does; `False` runs on the tokens alone (TF Hub's module, LM training on
+            inputs that hold the boundary rows). Defaults to `True`.
+        **kwargs: base layer keyword arguments, such as `name`, `dtype` and `trainable` (the classmethods
+            ``from_pretrained`` / ``from_hub`` / ``from_preset`` build it frozen).
 
-    ``stateful=True`` reproduces bilm-tf/AllenNLP: row i starts from the state row i reached in the previous
-    call (up to ``max_batch_size`` rows); ``reset_state()`` returns to zeros. The default is stateless.
-    ``add_sentence_boundaries=False`` runs the LSTMs on the tokens alone (as TF Hub's ELMo module does, and
-    for language-model training on inputs that already hold the boundary tokens).
+    Call arguments:
+        inputs: char ids int [B, T, max_characters_per_token] (padding tokens all zero, after the real ones;
+            no ``<S>``/``</S>``); or a pair (token vectors float [B, T, P], mask bool [B, T]) that skips the
+            char CNN (a token cache).
+
+    Returns:
+        ``{"layers": [num_layers + 1 tensors float [B, T, 2P]], "mask": bool [B, T]}``: layer 0 is the
+        token embedding twice, layer k the [forward_k ; backward_k] LSTM outputs; masked positions are zero.
 
     Example:
 

@@ -13,20 +13,29 @@ from elmo_keras.text import split_on_spaces
 
 @keras.saving.register_keras_serializable(package="elmo_keras")
 class HubElmo(keras.layers.Layer):
-    """Runs a TF Hub ELMo module (e.g. google/elmo/3 extracted to a folder); nothing is downloaded.
+    """A TF Hub ELMo module (e.g. google/elmo/3 extracted to a folder, or one written by ``export_hub_module``)
+    as a Keras 3 layer; nothing is downloaded.
 
-    Inputs: with ``signature="default"``, sentences string [B] (the module splits them on single spaces);
-    with ``signature="tokens"``, padded tokens string [B, T] ("" after the real tokens) or a dict
-    ``{"tokens": [B, T], "sequence_len": int32 [B]}``.
+    Args:
+        handle: path of the module folder (``.keras`` files store it, so it must exist where a model is loaded).
+        signature: `"default"` (sentences, split by the module on single spaces) or `"tokens"` (padded tokens).
+            Defaults to `"default"`.
+        output_key: one of the module's outputs (`"word_emb"`, `"lstm_outputs1"`, `"lstm_outputs2"`, `"elmo"`,
+            `"default"`), or `"layers"` for the list a :class:`elmo_keras.ScalarMix` mixes. Defaults to `"elmo"`.
+        **kwargs: base layer keyword arguments, such as `name`.
 
-    Output by ``output_key`` (P = the module's word_emb width, 2P its LSTM width):
-    ``word_emb`` [B, T, P]; ``lstm_outputs1``, ``lstm_outputs2``, ``elmo`` [B, T, 2P]; ``default`` [B, 2P]
-    (mean of elmo over the tokens); ``"layers"``: the list [word_emb twice, lstm_outputs1, lstm_outputs2],
-    each [B, T, 2P], for an :class:`elmo_keras.ScalarMix` on top. Token outputs carry their Keras mask.
+    Call arguments:
+        inputs: with ``signature="default"``, sentences string [B]; with ``signature="tokens"``, padded tokens
+            string [B, T] ("" after the real tokens) or a dict ``{"tokens": [B, T], "sequence_len": int32 [B]}``.
+
+    Returns:
+        By ``output_key`` (P = the module's word_emb width): ``word_emb`` [B, T, P]; ``lstm_outputs1``,
+        ``lstm_outputs2``, ``elmo`` [B, T, 2P]; ``default`` [B, 2P] (mean of elmo over the tokens);
+        ``"layers"``: [word_emb twice, lstm_outputs1, lstm_outputs2], each [B, T, 2P]. Token outputs carry
+        their Keras mask (``compute_mask``, counted as the module counts tokens).
 
     The layer has no weights: the module is frozen and no gradient flows into it (TF1 modules cannot give
     one in TF2); train a ScalarMix on ``"layers"``, or convert with ``Elmo.from_hub`` to fine-tune.
-    ``.keras`` files store ``handle``, so the module folder must exist where the model is loaded.
 
     Example (a module written here from the bundled preset; a downloaded google/elmo/3 folder works the same):
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 import keras
 import tensorflow as tf
 
+from elmo_keras.callbacks import Throughput
 from elmo_keras.errors import InputError
 from elmo_keras.files import write_json
 from elmo_keras.lm.data import DEFAULT_BUCKETS, lm_dataset
@@ -69,30 +70,6 @@ def _cluster(strategy: tf.distribute.Strategy) -> tuple[int, bool]:
     chief = resolver.task_type == "chief" or (resolver.task_type == "worker" and resolver.task_id == 0
                                                and "chief" not in spec)
     return n, chief
-
-
-class Throughput(keras.callbacks.Callback):
-    """Adds ``tokens_per_second`` (predicted tokens per direction / training seconds) to the epoch logs."""
-
-    def __init__(self, log: Callable[[str], None] = print):
-        super().__init__()
-        self.log = log
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self.start, self.last, self.tokens = time.perf_counter(), None, 0.0
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.last, self.tokens = time.perf_counter(), float((logs or {}).get("tokens", 0.0))
-
-    def on_epoch_end(self, epoch, logs=None):
-        logs = logs if logs is not None else {}
-        seconds = (self.last or time.perf_counter()) - self.start
-        logs["tokens_per_second"] = self.tokens / max(seconds, 1e-9)
-        nan = float("nan")
-        self.log(f"epoch {epoch + 1}: {self.tokens:.0f} tokens in {seconds:.1f} s = "
-                 f"{logs['tokens_per_second']:.0f} tokens/s; perplexity train forward "
-                 f"{logs.get('forward_ppl', nan):.1f} backward {logs.get('backward_ppl', nan):.1f}, valid forward "
-                 f"{logs.get('val_forward_ppl', nan):.1f} backward {logs.get('val_backward_ppl', nan):.1f}")
 
 
 class EpochLogs(keras.callbacks.Callback):
