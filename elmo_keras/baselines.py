@@ -13,7 +13,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from elmo_keras.text import split_sentences
+from elmo_keras.text import split_sentences, token_mask
 
 
 @dataclass
@@ -183,7 +183,7 @@ class StaticEmbedding(keras.layers.Layer):
             # Every elmo_keras embedder does the same: Keras would take a missing symbolic mask beside a present one
             # (e.g. in Concatenate) as "all steps real".
             return None
-        return ops.not_equal(self._as_tokens(inputs), "")
+        return token_mask(inputs)
 
     def compute_output_spec(self, inputs):
         steps = inputs.shape[1] if len(inputs.shape) == 2 else None

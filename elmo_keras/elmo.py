@@ -10,7 +10,7 @@ from elmo_keras.errors import InputError
 from elmo_keras.hub_module import read_hub_module
 from elmo_keras.layers.bilm import BiLM
 from elmo_keras.layers.scalar_mix import ScalarMix
-from elmo_keras.text import as_text, strings_to_char_ids
+from elmo_keras.text import as_text, strings_to_char_ids, token_mask
 
 _OUTPUTS = ("dict", "elmo", "layers")
 
@@ -81,6 +81,9 @@ class Elmo(keras.layers.Layer):
         output = output_mode if output is None else output  # `output=`: the spelling before 0.2
         if (options is None) == (bilm is None):
             raise InputError("give Elmo either options (a new, untrained biLM) or bilm= (a built BiLM), not both")
+        if bilm is not None and (stateful, max_batch_size, add_sentence_boundaries) != (False, 128, True):
+            raise InputError("stateful, max_batch_size and add_sentence_boundaries belong to the BiLM: give them "
+                             "when building it (e.g. BiLM.from_pretrained(..., stateful=True)), not with bilm=")
         if output not in _OUTPUTS:
             raise ValueError(f"output must be one of {_OUTPUTS}, got {output!r}")
         if output == "elmo" and num_output_representations != 1:
@@ -200,8 +203,8 @@ class Elmo(keras.layers.Layer):
         """The token mask bool [B, T] of output="elmo" (one per layer for "layers"; the dict has "mask")."""
         if self.output_mode == "dict" or keras.backend.is_keras_tensor(inputs):
             return None  # symbolic calls carry no mask: a functional model computes it when it runs
-        token_mask = keras.ops.any(keras.ops.not_equal(self.char_ids(inputs), 0), axis=-1)
-        return [token_mask] * (self.bilm.num_layers + 1) if self.output_mode == "layers" else token_mask
+        mask = token_mask(inputs)
+        return [mask] * (self.bilm.num_layers + 1) if self.output_mode == "layers" else mask
 
     @staticmethod
     def _steps(shape):

@@ -87,7 +87,7 @@ def publish(src: str, dst: str) -> None:
     parent = os.path.dirname(os.path.abspath(dst))
     if os.path.isdir(src) and os.path.lexists(dst):
         aside = tempfile.mkdtemp(prefix=f".{os.path.basename(dst)}.old.", suffix=TMP_SUFFIX, dir=parent)
-        os.replace(dst, aside) if os.path.isdir(dst) else os.replace(dst, os.path.join(aside, "old"))
+        os.replace(dst, aside if os.path.isdir(dst) else os.path.join(aside, "old"))
         os.replace(src, dst)
         shutil.rmtree(aside, ignore_errors=True)
     else:
@@ -95,10 +95,13 @@ def publish(src: str, dst: str) -> None:
     fsync_path(parent)
 
 
-def remove_stale_temporaries(folder: str) -> int:
-    """Delete the ``*.tmp`` entries a killed writer left in ``folder``; return how many there were."""
-    stale = [name for name in os.listdir(folder) if name.endswith(TMP_SUFFIX)]
-    for name in stale:
+def remove_stale_temporaries(folder: str) -> None:
+    """Delete the ``*.tmp`` entries a killed writer left in ``folder``."""
+    for name in os.listdir(folder):
         path = os.path.join(folder, name)
-        shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
-    return len(stale)
+        if not name.endswith(TMP_SUFFIX):
+            continue
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.remove(path)

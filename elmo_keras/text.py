@@ -209,6 +209,16 @@ def split_sentences(sentences, min_length: int = 0):
     return tokens
 
 
+def token_mask(inputs):
+    """Sentences [B], padded tokens [B, T] or char ids [B, T, C] -> bool [B, T], True at real tokens: the mask
+    of the biLM outputs, without computing char ids (sentences split as :func:`sentences_to_char_ids` does)."""
+    from keras import ops
+
+    if len(inputs.shape) == 3:
+        return ops.any(ops.not_equal(inputs, 0), axis=-1)
+    return ops.not_equal(split_sentences(inputs) if len(inputs.shape) == 1 else inputs, "")
+
+
 def sentences_to_char_ids(sentences, max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN):
     """1-D string tensor of sentences -> int32 [batch, max_len, max_characters_per_token]."""
     return tokens_to_char_ids(split_sentences(sentences), max_characters_per_token)

@@ -99,3 +99,13 @@ def test_errors(fixture_files, fixture_options, elmo):
         elmo(tf.zeros((2, 50), tf.int32))
     with pytest.raises(tf.errors.InvalidArgumentError, match="not valid UTF-8"):
         elmo(tf.constant([b"caf\xe9"]))
+
+
+def test_bilm_arguments_belong_to_the_bilm(fixture_files):
+    bilm = ek.BiLM.from_pretrained(*fixture_files)
+    with pytest.raises(ValueError, match="belong to the BiLM"):
+        ek.Elmo(bilm=bilm, stateful=True)
+    with pytest.raises(ValueError, match="either options"):
+        ek.Elmo()
+    stateful = ek.Elmo.from_pretrained(*fixture_files, stateful=True)  # the classmethods pass them on
+    assert stateful.bilm.stateful

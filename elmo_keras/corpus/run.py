@@ -17,7 +17,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import BinaryIO, Protocol
 
 import keras
@@ -208,6 +208,11 @@ def committed_shards(folder: str, scan: InputScan) -> list[int]:
     return done
 
 
+def _written(folder: str, shards: Iterable[int]) -> list[int]:
+    """Those of ``shards`` whose file exists (an existing shard file is complete: it was renamed into place)."""
+    return [k for k in shards if os.path.exists(os.path.join(folder, store.shard_name(k)))]
+
+
 def _sentence_to_index(path: str) -> dict[str, list[int]]:
     """Line text -> the line indices that hold it (as the original tools write it)."""
     index: dict[str, list[int]] = {}
@@ -260,7 +265,7 @@ def embed_file(embedder: Embedder, input_path: str, output_path: str, layers: st
         if reused:
             print(f"resuming {folder}: {reused} of {scan.lines} lines already embedded", file=sys.stderr)
         todo = sorted(set(range(scan.shards)) - set(done))
-        assembly = None if fmt == "shards" else store.Assembly(folder, manifest)
+        assembly = store.make_assembly(folder, manifest)
         try:
             (runner or local_runner(embedder, progress))(scan, folder, todo, manifest,
                                                           assembly.add if assembly else lambda *_: None)
@@ -268,11 +273,11 @@ def embed_file(embedder: Embedder, input_path: str, output_path: str, layers: st
             if assembly is not None:
                 assembly.discard()
             if isinstance(err, KeyboardInterrupt):
-                kept = sum(scan.shard_range(k)[1] for k in committed_shards(folder, scan))
+                kept = sum(scan.shard_range(k)[1] for k in _written(folder, range(scan.shards)))
                 print(f"\ninterrupted: {kept} of {scan.lines} lines are committed in {folder}; run the same "
                       f"command again to resume", file=sys.stderr)
             raise
-        missing = sorted(set(todo) - set(committed_shards(folder, scan)))
+        missing = sorted(set(todo) - set(_written(folder, todo)))
         if missing:
             raise RuntimeError(f"the runner did not write shard(s) {missing[:10]} into {folder}; run again to "
                                f"resume")

@@ -40,18 +40,23 @@ def reduce_layers(array: np.ndarray, layers: str) -> np.ndarray:
     return array if layers == "all" else array[-1] if layers == "top" else array.mean(axis=0)
 
 
+def token_slice(ndim: int, start: int, stop: int) -> tuple[slice, ...]:
+    """Index of tokens ``start:stop`` in a shard's ``values`` ([L, T, D] or [T, D]: the token axis is ndim - 2)."""
+    return (slice(None),) * (ndim - 2) + (slice(start, stop),)
+
+
 def write_shard(path: str, arrays: Sequence[np.ndarray], first_line: int, storage_dtype: str) -> None:
     """Write one shard atomically: ``arrays`` are lines ``first_line ...`` ([L, T_i, D] or [T_i, D] each)."""
-    token_axis = arrays[0].ndim - 2
-    offsets = np.concatenate([[0], np.cumsum([a.shape[token_axis] for a in arrays])]).astype(np.int64)
+    ndim = arrays[0].ndim
+    offsets = np.concatenate([[0], np.cumsum([a.shape[ndim - 2] for a in arrays])]).astype(np.int64)
     shape = list(arrays[0].shape)
-    shape[token_axis] = int(offsets[-1])
+    shape[ndim - 2] = int(offsets[-1])
     with atomic_file(path) as tmp:
         with h5py.File(tmp, "w") as f:
             values = f.create_dataset("values", shape=shape, dtype=storage_dtype)
             for array, start, stop in zip(arrays, offsets[:-1], offsets[1:]):
                 if stop > start:
-                    values[(slice(None),) * token_axis + (slice(start, stop),)] = array
+                    values[token_slice(ndim, start, stop)] = array
             f.create_dataset("offsets", data=offsets)
             f.attrs["first_line"] = first_line
 
@@ -143,7 +148,7 @@ class ShardedEmbeddings(Embeddings):
         f, offsets = self._shard(i // self._shard_lines)
         j = i % self._shard_lines
         values = f["values"]
-        return values[(slice(None),) * (values.ndim - 2) + (slice(offsets[j], offsets[j + 1]),)]
+        return values[token_slice(values.ndim, offsets[j], offsets[j + 1])]
 
     def close(self) -> None:
         while self._open:
@@ -205,60 +210,93 @@ def load_embeddings(path: str | os.PathLike) -> Embeddings:
 
 
 class Assembly:
-    """Builds an hdf5 or npy OUTPUT inside the run folder from shards as they are committed (any order), so the
-    per-line writing overlaps with the model. It is derived data: a killed run discards it (its name ends in
-    ``.tmp``) and the next run rebuilds it from the committed shards."""
+    """Builds OUTPUT inside the run folder from shards as they are committed (any order), so the per-line
+    writing overlaps with the model. It is derived data: a killed run leaves it under a ``.tmp`` name, which the
+    next run deletes and rebuilds from the committed shards. :func:`make_assembly` picks the format."""
 
     def __init__(self, folder: str, manifest: dict):
         self.folder, self.manifest = folder, manifest
         self.path = os.path.join(folder, f"output.{manifest['output_format']}{TMP_SUFFIX}")
+        self.dtype = manifest["storage_dtype"]
         self.added: set[int] = set()
-        if manifest["output_format"] == "hdf5":
-            self.file = h5py.File(self.path, "w")
-        else:
-            os.mkdir(self.path)
-            usual_permissions(self.path)
+
+    def _store(self, line: int, array: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _store_index(self, sentence_to_index: dict[str, list[int]]) -> None:
+        raise NotImplementedError
 
     def add(self, shard: int, arrays: Sequence[np.ndarray]) -> None:
         """Store the lines of ``shard`` (one array per line)."""
-        first, dtype = shard * self.manifest["shard_lines"], self.manifest["storage_dtype"]
-        for i, array in enumerate(arrays, start=first):
-            if self.manifest["output_format"] == "hdf5":
-                self.file.create_dataset(str(i), data=array, dtype=dtype)
-            else:
-                np.save(os.path.join(self.path, f"{i}.npy"), array.astype(dtype))
+        for line, array in enumerate(arrays, start=shard * self.manifest["shard_lines"]):
+            self._store(line, array)
         self.added.add(shard)
 
     def add_committed(self) -> None:
         """Add the shards of the run folder that are not in yet (those of an earlier run, or written by Beam)."""
         source = ShardedEmbeddings(self.folder, self.manifest)
+        shard_lines = self.manifest["shard_lines"]
         try:
-            for shard in range(self.manifest["shards"]):
-                if shard not in self.added:
-                    first = shard * self.manifest["shard_lines"]
-                    last = min(first + self.manifest["shard_lines"], len(source))
-                    self.add(shard, [source._read(i) for i in range(first, last)])
+            for shard in sorted(set(range(self.manifest["shards"])) - self.added):
+                lines = range(shard * shard_lines, min((shard + 1) * shard_lines, len(source)))
+                self.add(shard, [source._read(i) for i in lines])
         finally:
             source.close()
 
     def finish(self, sentence_to_index: dict[str, list[int]]) -> str:
-        """Write ``sentence_to_index`` and close; returns the finished file or folder (still in the run folder)."""
-        if self.manifest["output_format"] == "hdf5":
-            self.file.create_dataset("sentence_to_index", data=np.array([json.dumps(sentence_to_index)],
-                                                                      dtype=h5py.string_dtype()))
-            self.file.attrs["lines"] = self.manifest["input"]["lines"]
-            self.file.attrs["layers"] = self.manifest["layers"]
-            self.file.close()
-        else:
-            with open(os.path.join(self.path, "sentence_to_index.json"), "w", encoding="utf-8") as f:
-                json.dump(sentence_to_index, f, ensure_ascii=False)
+        """Write ``sentence_to_index``, close and fsync; returns the built file or folder (in the run folder)."""
+        self._store_index(sentence_to_index)
         fsync_path(self.path)
         return self.path
 
     def discard(self) -> None:
-        """Close and delete the partly built output (a later run rebuilds it from the committed shards)."""
-        if self.manifest["output_format"] == "hdf5":
-            self.file.close()
-            os.remove(self.path)
-        else:
-            shutil.rmtree(self.path)
+        """Delete the partly built output (a later run rebuilds it from the committed shards)."""
+        raise NotImplementedError
+
+
+class HDF5Assembly(Assembly):
+    """One dataset per line index plus ``sentence_to_index`` (and ``lines``, ``layers`` attributes)."""
+
+    def __init__(self, folder: str, manifest: dict):
+        super().__init__(folder, manifest)
+        self.file = h5py.File(self.path, "w")
+
+    def _store(self, line: int, array: np.ndarray) -> None:
+        self.file.create_dataset(str(line), data=array, dtype=self.dtype)
+
+    def _store_index(self, sentence_to_index: dict[str, list[int]]) -> None:
+        self.file.create_dataset("sentence_to_index", data=np.array([json.dumps(sentence_to_index)],
+                                                                  dtype=h5py.string_dtype()))
+        self.file.attrs["lines"] = self.manifest["input"]["lines"]
+        self.file.attrs["layers"] = self.manifest["layers"]
+        self.file.close()
+
+    def discard(self) -> None:
+        self.file.close()
+        os.remove(self.path)
+
+
+class NpyAssembly(Assembly):
+    """A folder: ``{i}.npy`` per line plus ``sentence_to_index.json``."""
+
+    def __init__(self, folder: str, manifest: dict):
+        super().__init__(folder, manifest)
+        os.mkdir(self.path)
+        usual_permissions(self.path)
+
+    def _store(self, line: int, array: np.ndarray) -> None:
+        np.save(os.path.join(self.path, f"{line}.npy"), array.astype(self.dtype))
+
+    def _store_index(self, sentence_to_index: dict[str, list[int]]) -> None:
+        with open(os.path.join(self.path, "sentence_to_index.json"), "w", encoding="utf-8") as f:
+            json.dump(sentence_to_index, f, ensure_ascii=False)
+
+    def discard(self) -> None:
+        shutil.rmtree(self.path)
+
+
+def make_assembly(folder: str, manifest: dict) -> Assembly | None:
+    """The builder of OUTPUT for the run's format (None for ``shards``: the run folder is the output)."""
+    builders = {"hdf5": HDF5Assembly, "npy": NpyAssembly}
+    builder = builders.get(manifest["output_format"])
+    return builder(folder, manifest) if builder else None
