@@ -8,6 +8,7 @@ from elmo_keras.hub_export import export_hub_module
 from elmo_keras.layers import (BiLM, CharCNN, Highway, HubElmo, LayerConcat, LayerFusion, MaskedPooling,
                                ProjectedBiLSTM, ScalarMix, SegmentedEncoder)
 from elmo_keras.options import RELEASED_OPTIONS, load_options
+from elmo_keras.presets import list_presets
 from elmo_keras.text import batch_to_ids, tokenize
 from elmo_keras.weights import save_weights_hdf5
 from elmo_keras import lm, presets  # noqa: E402  (pretraining; shipped presets)
@@ -17,5 +18,5 @@ __version__ = "0.1.0"
 __all__ = ["BiLM", "CharCNN", "Elmo", "ElmoEmbedder", "Highway", "HubElmo", "LayerConcat", "LayerFusion",
            "MaskedPooling", "ProjectedBiLSTM", "RELEASED_OPTIONS", "ScalarMix", "SegmentedEncoder",
            "batch_to_ids", "callbacks", "datasets", "embed_file", "export_hub_module", "export_serving",
-           "load_embeddings", "load_options", "lm", "metrics", "models", "presets", "save_weights_hdf5", "tokenize",
-           "__version__"]
+           "list_presets", "load_embeddings", "load_options", "lm", "metrics", "models", "presets",
+           "save_weights_hdf5", "tokenize", "__version__"]

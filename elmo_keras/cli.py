@@ -5,6 +5,7 @@
                      [--format hdf5|shards|npy] [--overwrite] [--restart] [--runner local|beam]
     elmo-keras train [--data ag_news|FILE.csv] (--preset NAME | ...) [--head bigru] [--export saved_models/NAME]
     elmo-keras export MODEL.keras --out saved_models/NAME
+    elmo-keras presets
 """
 from __future__ import annotations
 
@@ -62,20 +63,32 @@ def _run_pretrain(args: argparse.Namespace) -> int:
 
 def _model_source_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--preset", metavar="NAME", help="a shipped preset, e.g. brown-small")
-    source.add_argument("--options", metavar="OPTIONS.json", help="options.json of a released/pretrained biLM")
-    parser.add_argument("--weights", metavar="WEIGHTS.hdf5", help="weights that go with --options")
+    source.add_argument("--preset", metavar="NAME",
+                        help="a preset name (see elmo-keras presets / ek.list_presets()), folder or URL, "
+                             "e.g. brown-small")
+    source.add_argument("--options", metavar="OPTIONS.json",
+                        help="options.json of a released/pretrained biLM: a path or an http(s) URL")
+    parser.add_argument("--weights", metavar="WEIGHTS.hdf5", help="weights that go with --options: a path or URL")
 
 
 def _model_files(args: argparse.Namespace) -> tuple[str, str]:
-    if args.preset:
-        from elmo_keras.presets import preset_files
+    """Local (options, weights) paths; a published preset or a URL is downloaded once into the cache."""
+    from elmo_keras.download import local_file
+    from elmo_keras.presets import preset_files
 
+    if args.preset:
         files = preset_files(args.preset)
         return files["options"], files["weights"]
     if not args.weights:
         raise InputError("--options needs --weights")
-    return args.options, args.weights
+    return local_file(args.options), local_file(args.weights)
+
+
+def _run_presets(args: argparse.Namespace) -> int:
+    from elmo_keras.presets import list_presets, presets_table
+
+    print(presets_table(list_presets()))
+    return 0
 
 
 def _at_least(minimum: int) -> Callable[[str], int]:
@@ -304,6 +317,8 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
     "train": ("train and evaluate a classifier over ELMo, save it, optionally export it", _train_arguments,
               _run_train),
     "export": ("export a saved .keras model for TensorFlow Serving", _export_arguments, _run_export),
+    "presets": ("list the pretrained biLMs known by name: parameters, download size, whether cached",
+                lambda parser: None, _run_presets),
 }
 
 

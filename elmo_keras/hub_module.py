@@ -1,5 +1,5 @@
-"""TF Hub ELMo modules: load a local one and read its weights in the released layout (the reader; writing
-ours in this format is :mod:`elmo_keras.hub_export`).
+"""TF Hub ELMo modules: load one (a folder or a URL, as ``tensorflow_hub.load`` takes it) and read its weights
+in the released layout (the reader; writing ours in this format is :mod:`elmo_keras.hub_export`).
 
 The format (google/elmo/2 and /3, TF1 Hub format; and what :func:`export_hub_module` writes, a TF2
 SavedModel). Signatures and their outputs, with P = projection_dim and n = the number of LSTM layers::
@@ -18,14 +18,17 @@ TF1 module variables (a leading scope such as ``module/`` is ignored): ``bilm/ch
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import re
+import tarfile
 from dataclasses import dataclass
 
 import numpy as np
 import tensorflow as tf
 
+from elmo_keras.errors import InputError
 from elmo_keras.options import RELEASED_OPTIONS, normalize_options
 from elmo_keras.weights import expected_shapes, lstm_prefix
 
@@ -38,7 +41,8 @@ HUB_DEFAULTS = {"activation": RELEASED_OPTIONS["original"]["char_cnn"]["activati
                    for key in ("cell_clip", "proj_clip", "use_skip_connections")}}
 _CONFIG_FN = "elmo_keras_config"  # marks (and describes) a module written by export_hub_module
 _WEIGHTS_FN = "released_weights"
-_URL = re.compile(r"^([a-z][a-z0-9+.-]*://|(www\.)?(tfhub\.dev|kaggle\.com)/)", re.IGNORECASE)
+_URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
+_HUB_SITE = re.compile(r"^(www\.)?(tfhub\.dev|kaggle\.com)/", re.IGNORECASE)
 # The LSTM variable names of TF Hub's module are not documented: accept TF's two LSTMCell layouts.
 _HUB_LSTM = re.compile(r"^RNN_([01])/(?:RNN/MultiRNNCell/Cell(\d+)/rnn|rnn/multi_rnn_cell/cell_(\d+))"
                        r"/lstm_cell/(kernel|bias|projection/kernel)$")
@@ -46,27 +50,56 @@ _LSTM_NAMES = {"kernel": "W_0", "bias": "B", "projection/kernel": "W_P_0"}
 
 
 def load_module(handle: str | os.PathLike):
-    """Load a local module directory with ``tensorflow_hub.load`` (never downloads).
+    """Load a TF Hub module with ``tensorflow_hub.load``: ``handle`` is what that takes (see :func:`module_folder`).
 
     Loaded modules are shared (a few are cached, keyed by folder and saved_model.pb modification time).
     """
     handle = os.fspath(handle)
-    if _URL.match(handle):
-        raise ValueError(
-            f"{handle!r} is a URL; elmo_keras never downloads. Download the module once (e.g. "
-            "https://tfhub.dev/google/elmo/3?tf-hub-format=compressed, or hub.resolve(url) with "
-            "TFHUB_CACHE_DIR set), extract the .tar.gz into a folder, and pass that folder's path.")
-    if not os.path.isdir(handle):
-        raise FileNotFoundError(f"module directory not found: {handle!r} (pass a local TF Hub module folder)")
-    graphs = [os.path.join(handle, f) for f in ("saved_model.pb", "saved_model.pbtxt")]
+    folder = module_folder(handle)
+    graphs = [os.path.join(folder, f) for f in ("saved_model.pb", "saved_model.pbtxt")]
     graphs = [f for f in graphs if os.path.exists(f)]
     if not graphs:
         raise ValueError(f"{handle!r} holds no saved_model.pb: it is not a TF Hub module or SavedModel folder")
+    return _load(os.path.realpath(folder), os.stat(graphs[0]).st_mtime_ns)
+
+
+def module_folder(handle: str) -> str:
+    """A module handle as ``tensorflow_hub.load`` takes it -> the module's local folder.
+
+    ``handle``: a folder; a tfhub.dev or Kaggle model URL (``https://`` may be left out); the URL of a compressed
+    module (``.tar.gz``). URLs go through ``tensorflow_hub.resolve``: downloaded and extracted once into TF Hub's
+    cache (``$TFHUB_CACHE_DIR``, by default a ``tfhub_modules`` folder in the temp directory); a cached module is
+    used with no network call.
+    """
+    hub = _tensorflow_hub()
+    if os.path.isdir(handle):
+        return handle
+    if _HUB_SITE.match(handle):
+        handle = "https://" + handle
+    if not _URL.match(handle):
+        raise FileNotFoundError(f"module directory not found: {handle!r} (pass a TF Hub module folder or URL)")
     try:
-        import tensorflow_hub  # noqa: F401
+        return hub.resolve(handle)
+    except (OSError, tarfile.TarError, tf.errors.OpError) as err:
+        raise InputError(
+            f"cannot download the TF Hub module {handle!r} ({type(err).__name__}: {err}). To work offline, fetch "
+            "its .tar.gz elsewhere (for tfhub.dev / Kaggle, add ?tf-hub-format=compressed to the URL) and extract "
+            f"it into {_hub_cache_folder(hub, handle)} (TF Hub's cache, set by TFHUB_CACHE_DIR), or pass the "
+            "extracted folder") from None
+
+
+def _tensorflow_hub():
+    try:
+        import tensorflow_hub
     except ImportError:
         raise ImportError("loading a TF Hub module needs tensorflow-hub: pip install elmo-keras[hub]") from None
-    return _load(os.path.realpath(handle), os.stat(graphs[0]).st_mtime_ns)
+    return tensorflow_hub
+
+
+def _hub_cache_folder(hub, handle: str) -> str:
+    """Where ``tensorflow_hub`` keeps the module of a URL ``handle`` (a folder named by the handle's sha1)."""
+    folder = hub.resolver.tfhub_cache_dir(use_temp=True)
+    return os.path.join(folder, hashlib.sha1(handle.encode("utf-8")).hexdigest())
 
 
 @functools.lru_cache(maxsize=4)

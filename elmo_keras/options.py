@@ -7,6 +7,7 @@ import os
 from numbers import Real
 from typing import Any
 
+from elmo_keras.download import local_file
 from elmo_keras.errors import InputError
 
 _ACTIVATIONS = ("relu", "tanh")
@@ -87,8 +88,12 @@ def normalize_options(options: dict) -> dict:
 
 
 def load_options(options: dict | str | os.PathLike) -> dict:
-    """An options dict, or the path of an options.json file -> normalised options dict."""
+    """An options dict, or the path or http(s) URL of an options.json file -> normalised options dict.
+
+    A URL is downloaded once into the cache (:mod:`elmo_keras.download`).
+    """
     if isinstance(options, (str, os.PathLike)):
+        options = local_file(options)
         if not os.path.exists(options):
             raise FileNotFoundError(f"options file not found: {os.fspath(options)!r}")
         with open(options, encoding="utf-8") as f:

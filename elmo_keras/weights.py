@@ -15,6 +15,7 @@ import os
 import keras
 import numpy as np
 
+from elmo_keras.download import local_file
 from elmo_keras.errors import InputError
 from elmo_keras.files import atomic_file
 from elmo_keras.options import n_filters
@@ -121,7 +122,8 @@ _COUNTED_BY = (("CNN_high_", "char_cnn.n_highway"), ("/Cell", "lstm.n_layers"), 
 
 
 def read_weights_hdf5(path: str | os.PathLike, options: dict) -> dict[str, np.ndarray]:
-    """Read every dataset ``options`` needs from ``path`` and check it.
+    """Read every dataset ``options`` needs from ``path`` (a file, or an http(s) URL downloaded once into the
+    cache, see :mod:`elmo_keras.download`) and check it.
 
     Raises FileNotFoundError, KeyError naming a missing dataset, or InputError naming the problem: a file that
     is not (or not all) hdf5, a dataset of the wrong shape (expected vs found) or type, or ELMo datasets that
@@ -129,7 +131,7 @@ def read_weights_hdf5(path: str | os.PathLike, options: dict) -> dict[str, np.nd
     """
     import h5py
 
-    path = os.fspath(path)
+    path = local_file(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"weight file not found: {path!r}")
     expected = expected_shapes(options)

@@ -1,4 +1,4 @@
-"""HubElmo: a local TF Hub ELMo module (TF1 Hub format, or one written by export_hub_module) as a Keras 3 layer."""
+"""HubElmo: a TF Hub ELMo module (TF1 Hub format, or one written by export_hub_module) as a Keras 3 layer."""
 from __future__ import annotations
 
 import os
@@ -13,11 +13,13 @@ from elmo_keras.text import split_on_spaces
 
 @keras.saving.register_keras_serializable(package="elmo_keras")
 class HubElmo(keras.layers.Layer):
-    """A TF Hub ELMo module (e.g. google/elmo/3 extracted to a folder, or one written by ``export_hub_module``)
-    as a Keras 3 layer; nothing is downloaded.
+    """A TF Hub ELMo module (e.g. google/elmo/3, or one written by ``export_hub_module``) as a Keras 3 layer.
 
     Args:
-        handle: path of the module folder (``.keras`` files store it, so it must exist where a model is loaded).
+        handle: what ``tensorflow_hub.load`` takes: a module folder, a tfhub.dev / Kaggle model URL, or the URL of
+            a ``.tar.gz`` module (downloaded once into TF Hub's cache, ``TFHUB_CACHE_DIR``; a cached module loads
+            offline). ``.keras`` files store the handle: a folder must exist where a model is loaded, a URL is
+            fetched there (or found in the cache).
         signature: `"default"` (sentences, split by the module on single spaces) or `"tokens"` (padded tokens).
             Defaults to `"default"`.
         output_key: one of the module's outputs (`"word_emb"`, `"lstm_outputs1"`, `"lstm_outputs2"`, `"elmo"`,

@@ -123,8 +123,9 @@ def pretrain(train_files: Sequence[str | os.PathLike], valid_file: str | os.Path
     """Train (or resume, or continue from ``init_from``) a biLM; write the output folder (see module doc).
 
     ``steps_per_epoch``: batches per epoch (the training data then repeats); ``callbacks``: extra Keras callbacks.
-    ``init_from``: a preset name or folder with options.json + weights.hdf5 (+ softmax.hdf5 when its
-    vocab.txt is the same as this run's) whose architecture equals ``options``: continued training.
+    ``init_from``: a preset name (shipped or published, see ``ek.list_presets()``), or a folder or folder URL
+    with options.json + weights.hdf5 (+ softmax.hdf5 when its vocab.txt is the same as this run's) whose
+    architecture equals ``options``: continued training.
     Returns ``(model, state)``; ``state`` (also in ``out_dir/state.json``) holds epochs_completed,
     tokens_per_second per epoch, wall_seconds, history and valid_perplexity {"forward", "backward"}.
     """
