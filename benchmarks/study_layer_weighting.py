@@ -180,7 +180,7 @@ def summarize(runs: list[dict]) -> dict:
 
 
 def part_agnews(seeds: list[int], epochs: int, patience: int, limit: int | None, methods: list[str],
-                preset: str = "brown-small", save=lambda part: None) -> dict:
+                preset: str = "brown-small", save=lambda part: None, head: str = "bigru") -> dict:
     """Runs every method; ``save(part)`` is called after each one, so an interrupted run keeps what it did."""
     from elmo_keras import datasets
 
@@ -232,7 +232,7 @@ def part_agnews(seeds: list[int], epochs: int, patience: int, limit: int | None,
                                      **oov_rates(set(vectors.words), lookup_tokens),
                                      "seconds": time.perf_counter() - start}
         fit, val, test = split(feats)
-        runs = [train_summary(fit, y_train[~is_val], val, test, seed, epochs, patience, {**mix, "tokens": tokens})
+        runs = [train_summary(fit, y_train[~is_val], val, test, seed, epochs, patience, {**mix, "tokens": tokens, "head": head})
                 for seed in seeds]
         results[method] = summarize(runs)
         print(method, {k: round(v, 4) for k, v in results[method].items() if k.endswith(("_mean", "_std"))},
@@ -240,7 +240,7 @@ def part_agnews(seeds: list[int], epochs: int, patience: int, limit: int | None,
         part = {"results": results, "diagnostics": diagnostics,
                 "settings": {"train": int((~is_val).sum()), "validation": int(is_val.sum()),
                              "test": len(test_tokens), "seeds": seeds, "max_epochs": epochs, "patience": patience,
-                             "head": "bigru", "units": UNITS, "batch_size": BATCH_SIZE, "learning_rate": 2e-3,
+                             "head": head, "units": UNITS, "batch_size": BATCH_SIZE, "learning_rate": 2e-3,
                              "static_dim": STATIC_DIM, "word_dim": WORD_DIM,
                              "static_training": "Brown, min_count 2, window 5, 10 epochs (svd: PPMI, window 5)"}}
         save(part)
@@ -413,6 +413,7 @@ def main(argv=None) -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--epochs", type=int, default=15)
     parser.add_argument("--patience", type=int, default=4)
+    parser.add_argument("--head", default="bigru", help="AG News head: bigru, bilstm_bigru or pool")
     parser.add_argument("--methods", nargs="+", default=[*ELMO_METHODS, *STATIC_METHODS, *CONTROLS, *WORD_METHODS])
     parser.add_argument("--reuters-methods", nargs="+", default=["trainable"])
     parser.add_argument("--reuters-seeds", nargs="+", type=int, default=[0])
@@ -433,7 +434,8 @@ def main(argv=None) -> None:
                       args.out)
 
     if "agnews" in args.part:
-        part_agnews(args.seeds, args.epochs, args.patience, args.limit, args.methods, args.preset, save=save_agnews)
+        part_agnews(args.seeds, args.epochs, args.patience, args.limit, args.methods, args.preset, save=save_agnews,
+                    head=args.head)
     if "senseval" in args.part:
         merge_results({"senseval": {**part_senseval(args.limit, args.preset), "meta": meta}}, args.out)
     if "reuters" in args.part:

@@ -203,7 +203,13 @@ def _train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mix-weights", help="comma-separated weights for --mix fixed, e.g. 0.45,0.15,0.40")
     parser.add_argument("--units", type=_at_least(1), default=64)
     parser.add_argument("--max-tokens", type=_at_least(1), help="encode long texts in segments of at most N tokens")
-    parser.add_argument("--epochs", type=_at_least(1), default=3)
+    parser.add_argument("--words", type=_at_least(0), default=128, metavar="DIM",
+                        help="a learned task word embedding of DIM beside ELMo (0: ELMo alone); see README")
+    parser.add_argument("--epochs", type=_at_least(1), default=15, help="at most this many epochs")
+    parser.add_argument("--patience", type=_at_least(1), default=3,
+                        help="stop this many epochs after the best validation accuracy (its weights are kept)")
+    parser.add_argument("--validation-split", type=float, default=0.1,
+                        help="fraction of the training rows held out for early stopping (0: train on all, no stop)")
     parser.add_argument("--batch-size", type=_at_least(1), default=32)
     parser.add_argument("--learning-rate", type=float, default=2e-3)
     parser.add_argument("--seed", type=int, default=0)
@@ -224,6 +230,8 @@ def _checked_train_arguments(args: argparse.Namespace) -> list[float] | None:
     """Check what ``train`` can before reading data or training; returns the --mix-weights as floats."""
     if not args.learning_rate > 0:
         raise InputError(f"--learning-rate must be a positive number, got {args.learning_rate}")
+    if not 0 <= args.validation_split < 1:
+        raise InputError(f"--validation-split must be in [0, 1), got {args.validation_split}")
     folder = os.path.dirname(os.path.abspath(args.out))
     if not args.out.endswith(".keras") or os.path.isdir(args.out):
         raise InputError(f"--out {args.out}: give a file name ending in .keras, e.g. model.keras")
@@ -253,22 +261,25 @@ def _run_train(args: argparse.Namespace) -> int:
                      args.label_separator, args.seed)
     options, weights = _model_files(args)
     model = train_model(task, options, weights, head=args.head, mix=args.mix, mix_weights=mix_weights,
-                        units=args.units, max_tokens=args.max_tokens, epochs=args.epochs, batch_size=args.batch_size,
-                        learning_rate=args.learning_rate)
+                        units=args.units, max_tokens=args.max_tokens, words=args.words, epochs=args.epochs,
+                        patience=args.patience, validation_split=args.validation_split, batch_size=args.batch_size,
+                        learning_rate=args.learning_rate, verbose=2)
     model.save(args.out)
     with open(args.out + ".labels.json", "w", encoding="utf-8") as f:
         json.dump(task.class_names, f)
     print(f"model: {args.out}")
-    if args.export:
-        from elmo_keras.export import export_serving
-
-        print(f"exported: {export_serving(model, args.export, label_names=task.class_names)}")
     try:
         scores = evaluate(model, task, args.batch_size)
     except Exception as err:
         raise RuntimeError(f"the trained model is saved in {args.out}, but evaluating it on the test split failed: "
                            f"{err}") from err
     print("test: " + ", ".join(f"{k} {v:.4f}" for k, v in scores.items()))
+    if args.export:
+        from elmo_keras.export import check_serving, export_serving
+
+        folder = export_serving(model, args.export, label_names=task.class_names)
+        gap = check_serving(model, folder, task.test_texts[:64])
+        print(f"exported: {folder} (its scores equal the model's on 64 test texts: max |difference| {gap:.1e})")
     return 0
 
 

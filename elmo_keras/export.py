@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from numbers import Integral
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from elmo_keras.elmo import Elmo
@@ -167,3 +168,12 @@ def _publish(tmp: str, base: str, version: int | None) -> str:
             if version is not None:
                 raise FileExistsError(f"{final} was written by another export meanwhile: pick another version "
                                       "or remove it") from None
+
+
+def check_serving(model, folder: str | os.PathLike, texts: Sequence[str]) -> float:
+    """Load the export in ``folder`` as TF Serving would and return the largest |difference| between its
+    classifier ``probabilities`` (or multi-label ``scores``) and ``model``'s on ``texts``."""
+    serve = tf.saved_model.load(os.fspath(folder)).signatures["serving_default"]
+    outputs = serve(text=tf.constant(list(texts), dtype=tf.string))
+    served = outputs["probabilities"] if "probabilities" in outputs else outputs["scores"]
+    return float(np.max(np.abs(served.numpy() - np.asarray(model.predict(list(texts), verbose=0)))))

@@ -36,7 +36,8 @@ def embed_layers(embedder: ElmoEmbedder, token_lists: Iterable[Sequence[str]], d
 def features_dataset(features: Sequence[np.ndarray], labels: np.ndarray | None = None, batch_size: int = 64,
                      shuffle: bool = False, seed: int | None = None,
                      bucket_boundaries: Sequence[int] | None = None,
-                     tokens: Sequence[Sequence[str]] | None = None) -> tf.data.Dataset:
+                     tokens: Sequence[Sequence[str]] | None = None, group_by_length: bool = False
+                     ) -> tf.data.Dataset:
     """Batches ``{"layers": float32 [B, T, L, D], "mask": bool [B, T]}`` (+ labels) for
     :func:`elmo_keras.models.features_classifier`.
 
@@ -45,7 +46,10 @@ def features_dataset(features: Sequence[np.ndarray], labels: np.ndarray | None =
     reshuffles every epoch (``seed`` fixes the order). ``bucket_boundaries`` (e.g. [20, 40, 80]) batches texts
     of similar length together, so less padding is run through the head (batches may then hold fewer rows).
     ``tokens``: the texts' token lists, added as ``"tokens"`` string [B, T] ("" = padding) for a
-    ``features_classifier`` with a ``word_embedding``.
+    ``features_classifier`` with a ``word_embedding``. ``group_by_length`` batches texts of similar length
+    while keeping ``ceil(N / batch_size)`` full batches per epoch (so Keras knows the epoch length): each epoch,
+    pools of 64 batches' worth of texts (shuffled when ``shuffle``) are sorted by length and cut into batches,
+    and the batch order is shuffled.
     """
     if not len(features):
         raise ValueError("features is empty")
@@ -62,11 +66,28 @@ def features_dataset(features: Sequence[np.ndarray], labels: np.ndarray | None =
                              f"{len(tokens)} token lists for {len(features)} texts)")
     n_layers, dim = next(iter(shapes))
 
+    rng = np.random.default_rng(seed if seed is not None else np.random.randint(2 ** 31))  # keras seeds NumPy
+    lengths = np.array([len(f) for f in features])
+
+    def order() -> np.ndarray:
+        """Text indices of one epoch."""
+        rows = rng.permutation(len(features)) if shuffle else np.arange(len(features))
+        if not group_by_length:
+            return rows
+        pools = np.split(rows, range(64 * batch_size, len(rows), 64 * batch_size))
+        rows = np.concatenate([pool[np.argsort(lengths[pool], kind="stable")] for pool in pools])
+        batches = np.split(rows, range(batch_size, len(rows), batch_size))
+        batch_order = rng.permutation(len(batches)) if shuffle else range(len(batches))
+        return np.concatenate([batches[b] for b in batch_order])
+
     def generate():
-        for i, f in enumerate(features):
-            item = {"layers": f.astype(np.float32), "mask": np.ones(len(f), bool)}
+        for i in order():
+            f = features[i]
+            # an empty text is one padding step, as SegmentedEncoder gives it (a batch of them stays valid)
+            item = {"layers": f.astype(np.float32) if len(f) else np.zeros((1, n_layers, dim), np.float32),
+                    "mask": np.ones(len(f), bool) if len(f) else np.zeros(1, bool)}
             if tokens is not None:
-                item["tokens"] = np.array([t.encode("utf-8") for t in tokens[i]], dtype=object)
+                item["tokens"] = np.array([t.encode("utf-8") for t in tokens[i]] or [b""], dtype=object)
             yield (item, labels[i]) if labels is not None else item
 
     spec = {"layers": tf.TensorSpec([None, n_layers, dim], tf.float32), "mask": tf.TensorSpec([None], tf.bool)}
@@ -77,8 +98,6 @@ def features_dataset(features: Sequence[np.ndarray], labels: np.ndarray | None =
         spec = (spec, tf.TensorSpec(labels.shape[1:], tf.as_dtype(labels.dtype)))
     ds = tf.data.Dataset.from_generator(generate, output_signature=spec)
     ds = ds.apply(tf.data.experimental.assert_cardinality(len(features)))  # so Keras knows the epoch length
-    if shuffle:
-        ds = ds.shuffle(len(features), seed=seed, reshuffle_each_iteration=True)
     if bucket_boundaries:
         ds = ds.bucket_by_sequence_length(
             lambda item, *_: tf.shape(item["mask"])[0], list(bucket_boundaries),

@@ -5,9 +5,11 @@ from collections.abc import Sequence
 
 import keras
 import numpy as np
+import tensorflow as tf
 
+from elmo_keras.embed_once import FEATURES_HEAD, FIT_ARGUMENTS, EmbedOnce, strings
 from elmo_keras.errors import InputError
-from elmo_keras.layers.fusion import UnstackLayers, make_layer_mixer
+from elmo_keras.layers.fusion import StackLayers, UnstackLayers, make_layer_mixer
 from elmo_keras.layers.pooling import MaskedPooling
 from elmo_keras.layers.segments import SegmentedEncoder
 from elmo_keras.metrics import MultiLabelBinaryCrossentropy, MultiLabelF1, PrecisionAtK, pad_label_indices
@@ -15,8 +17,8 @@ from elmo_keras.text import as_text, pad_tokens
 
 HEADS = ("bigru", "bilstm_bigru", "pool")
 
-__all__ = ["HEADS", "TextModel", "features_classifier", "pad_label_indices", "pad_tokens", "sequence_tagger",
-           "text_classifier"]
+__all__ = ["HEADS", "TextModel", "features_classifier", "layer_mixer", "pad_label_indices", "pad_tokens",
+           "sequence_tagger", "text_classifier"]
 
 
 @keras.saving.register_keras_serializable(package="elmo_keras")
@@ -59,10 +61,45 @@ class TextModel(keras.Model):
         """A Python list/tuple of labels -> a NumPy array (Keras would read a list as several outputs)."""
         return np.asarray(y) if isinstance(y, (list, tuple)) else y
 
-    def fit(self, x=None, y=None, *args, validation_data=None, **kwargs):
+    def fit(self, x=None, y=None, *args, validation_data=None, embed_once: bool | None = None, **kwargs):
+        """``keras.Model.fit``; over a frozen ``ek.Elmo`` it embeds each text once (``embed_once``).
+
+        With ``embed_once`` None (the default) or True, a :func:`text_classifier` over a frozen ``Elmo``, fitted
+        on texts in memory, runs the biLM once per text (float16 layers in memory, with a progress bar) and
+        trains its head on the stored layers for all epochs; batches are bucketed by length. The result is the
+        same model as training end to end (the head sees the same layers), at a fraction of the cost per epoch.
+        Callbacks then see the model over stored layers, which shares this model's head weights (so
+        ``EarlyStopping(restore_best_weights=True)`` works; ``ModelCheckpoint`` saves that model). Datasets,
+        generators, ``sample_weight``, ``steps_per_epoch``, segments (``max_tokens``) or a trainable biLM run
+        the plain path; ``embed_once=True`` then raises instead, ``False`` always runs the plain path.
+        """
+        x, y = self._text(x), self._labels(y)
         if isinstance(validation_data, (tuple, list)) and validation_data:
             validation_data = (self._text(validation_data[0]), *map(self._labels, validation_data[1:]))
-        return super().fit(self._text(x), self._labels(y), *args, validation_data=validation_data, **kwargs)
+        plan = self._embed_once(x, y, args, validation_data, kwargs) if embed_once is not False else "disabled"
+        if isinstance(plan, EmbedOnce):
+            if validation_data is not None:
+                validation_data = (strings(validation_data[0]), np.asarray(validation_data[1]))
+            return plan.fit(strings(x), np.asarray(y), validation_data=validation_data, **kwargs)
+        if embed_once:
+            raise ValueError(f"embed_once=True, but this fit cannot embed once: {plan}")
+        return super().fit(x, y, *args, validation_data=validation_data, **kwargs)
+
+    def _embed_once(self, x, y, args: tuple, validation_data, kwargs: dict) -> EmbedOnce | str:
+        """The embed-once plan for this ``fit`` call, or why there is none."""
+        if args or set(kwargs) - FIT_ARGUMENTS:
+            return f"fit arguments {sorted(set(kwargs) - FIT_ARGUMENTS) or 'given by position'} need the plain path"
+        in_memory = lambda v: isinstance(v, (tf.Tensor, np.ndarray))  # noqa: E731
+        if not (in_memory(x) and in_memory(y) and len(x.shape) == 1):
+            return "x and y must be texts and labels in memory (not a dataset or generator)"
+        if validation_data is not None and (len(validation_data) != 2 or not all(map(in_memory, validation_data))):
+            return "validation_data must be (texts, labels) in memory"
+        plan = self.__dict__.get("_embed_once_plan") or EmbedOnce.of(self)
+        if isinstance(plan, EmbedOnce):  # kept (a plain object: Keras does not track it) with its optimizer state
+            self.__dict__["_embed_once_plan"] = plan
+            if plan.elmo.bilm.trainable:
+                return "the biLM is trainable (fine-tuning runs it on every batch)"
+        return plan
 
     def evaluate(self, x=None, y=None, *args, **kwargs):
         return super().evaluate(self._text(x), self._labels(y), *args, **kwargs)
@@ -75,14 +112,6 @@ def _layer_embedder(embedder: keras.layers.Layer) -> keras.layers.Layer:
     """An embedder that returns the list of its layers (or one tensor), each with the Keras mask."""
     as_layers = getattr(embedder, "as_layers", None)
     return as_layers() if callable(as_layers) else embedder
-
-
-def _mixed_sequence(embedder, tokens, mix: str, mix_weights, hidden: int):
-    """tokens -> one [B, T, D] sequence with mask, combining the embedder's layers as ``mix`` says."""
-    layers = _layer_embedder(embedder)(tokens)
-    if not isinstance(layers, (list, tuple)):
-        return layers  # a static embedding has a single layer: nothing to mix
-    return make_layer_mixer(mix, len(layers), mix_weights=mix_weights, hidden=hidden)(layers)
 
 
 def _with_words(x, word_embedding: keras.layers.Layer | None, tokens):
@@ -122,9 +151,15 @@ def text_classifier(embedder: keras.layers.Layer, num_classes: int, head: str = 
     """
     _check_classifier_args(head, num_classes, multi_label)
     tokens = keras.Input(shape=(None,), dtype="string", name="tokens")
-    x = _mixed_sequence(embedder, tokens, mix, mix_weights, hidden)
-    x = _sequence_head(_with_words(x, word_embedding, tokens), head, units, hidden)
-    encoder = keras.Model(tokens, MaskedPooling(("max", "mean"), name="pooling")(x), name="segment_encoder")
+    layers = _layer_embedder(embedder)(tokens)
+    if isinstance(layers, (list, tuple)):  # biLM layers: mixed inside the features head (see TextModel.fit)
+        stacked = StackLayers(name="stack_layers")(layers)
+        features_head = _features_head(len(layers), layers[0].shape[-1], head, mix, mix_weights, units, hidden,
+                                       word_embedding)
+        pooled = features_head({**stacked, "tokens": tokens} if word_embedding is not None else stacked)
+    else:  # a static embedding has a single layer: nothing to mix
+        pooled = _pooled_head(layers, tokens, head, units, hidden, word_embedding)
+    encoder = keras.Model(tokens, pooled, name="segment_encoder")
 
     text = keras.Input(shape=(), dtype="string", name="text")
     doc = SegmentedEncoder(encoder, max_tokens=max_tokens, name="document")(text)
@@ -142,7 +177,7 @@ def _check_classifier_args(head: str, num_classes: int, multi_label: bool) -> No
 def _compiled_classifier(model_class: type[keras.Model], inputs, doc, num_classes: int, multi_label: bool,
                          dropout: float, learning_rate: float, top_k: int, name: str) -> keras.Model:
     """Pooled document vectors -> dropout -> Dense scores, compiled with the loss/metrics of the task."""
-    doc = keras.layers.Dropout(dropout)(doc)
+    doc = keras.layers.Dropout(dropout, name="dropout")(doc)
     activation = "sigmoid" if multi_label else "softmax"
     outputs = keras.layers.Dense(num_classes, activation=activation, dtype="float32", name="scores")(doc)
     model = model_class(inputs, outputs, name=name)
@@ -165,21 +200,41 @@ def features_classifier(num_layers: int, dim: int, num_classes: int, head: str =
 
     Inputs ``{"layers": float [B, T, num_layers, dim], "mask": bool [B, T]}``, as batched by
     :func:`elmo_keras.features.features_dataset` from :class:`elmo_keras.ElmoEmbedder` output. With a frozen
-    biLM this is the same model as ``text_classifier(elmo, ...)`` (same mixing, head and pooling), but the biLM
-    runs once per text instead of once per epoch. Static vectors fit too (``num_layers=1``, ``mix="top"``).
-    With ``word_embedding`` the model also takes ``"tokens": string [B, T]`` (``features_dataset(tokens=...)``).
+    biLM this is the same model as ``text_classifier(elmo, ...)`` (the same ``features_head``, dropout and
+    scores), but the biLM runs once per text instead of once per epoch; ``TextModel.fit`` does this by itself.
+    Static vectors fit too (``num_layers=1``, ``mix="top"``). With ``word_embedding`` the model also takes
+    ``"tokens": string [B, T]`` (``features_dataset(tokens=...)``).
     """
     _check_classifier_args(head, num_classes, multi_label)
+    features_head = _features_head(num_layers, dim, head, mix, mix_weights, units, hidden, word_embedding)
+    inputs = _inputs_like(features_head)
+    return _compiled_classifier(keras.Model, inputs, features_head(inputs), num_classes, multi_label, dropout,
+                                learning_rate, top_k, name)
+
+
+def _features_head(num_layers: int, dim: int, head: str, mix: str, mix_weights, units: int, hidden: int,
+                   word_embedding: keras.layers.Layer | None) -> keras.Model:
+    """``{"layers": [B, T, num_layers, dim], "mask": [B, T]}`` (+ ``"tokens"`` [B, T]) -> pooled [B, 2H]:
+    the layer mixer, the optional word embedding, the sequence head and the pooling."""
     inputs = {"layers": keras.Input(shape=(None, num_layers, dim), name="layers"),
               "mask": keras.Input(shape=(None,), dtype="bool", name="mask")}
     if word_embedding is not None:
         inputs["tokens"] = keras.Input(shape=(None,), dtype="string", name="tokens")
     layers = UnstackLayers(name="unstack_layers")([inputs["layers"], inputs["mask"]])
     x = make_layer_mixer(mix, num_layers, mix_weights=mix_weights, hidden=hidden)(layers)
-    x = _sequence_head(_with_words(x, word_embedding, inputs.get("tokens")), head, units, hidden)
-    doc = MaskedPooling(("max", "mean"), name="pooling")(x)
-    return _compiled_classifier(keras.Model, inputs, doc, num_classes, multi_label, dropout, learning_rate, top_k,
-                                name)
+    pooled = _pooled_head(x, inputs.get("tokens"), head, units, hidden, word_embedding)
+    return keras.Model(inputs, pooled, name=FEATURES_HEAD)
+
+
+def _pooled_head(x, tokens, head: str, units: int, hidden: int, word_embedding: keras.layers.Layer | None):
+    """A masked sequence [B, T, D] (+ tokens for ``word_embedding``) -> head -> masked [max; mean] pooling."""
+    x = _sequence_head(_with_words(x, word_embedding, tokens), head, units, hidden)
+    return MaskedPooling(("max", "mean"), name="pooling")(x)
+
+
+def _inputs_like(model: keras.Model) -> dict:
+    """Fresh ``keras.Input`` s with the names, shapes and dtypes of ``model``'s dict inputs."""
+    return {key: keras.Input(shape=t.shape[1:], dtype=t.dtype, name=key) for key, t in model.input.items()}
 
 
 def sequence_tagger(embedder: keras.layers.Layer, num_tags: int, mix: str = "trainable",
@@ -194,11 +249,27 @@ def sequence_tagger(embedder: keras.layers.Layer, num_tags: int, mix: str = "tra
     if num_tags < 2:
         raise ValueError(f"num_tags must be >= 2, got {num_tags}")
     tokens = keras.Input(shape=(None,), dtype="string", name="tokens")
-    x = _mixed_sequence(embedder, tokens, mix, mix_weights, hidden)
-    x = _sequence_head(x, "bigru", units, hidden)
+    layers = _layer_embedder(embedder)(tokens)
+    if isinstance(layers, (list, tuple)):
+        layers = make_layer_mixer(mix, len(layers), mix_weights=mix_weights, hidden=hidden)(layers)
+    x = _sequence_head(layers, "bigru", units, hidden)
     x = keras.layers.Dropout(dropout)(x)
     outputs = keras.layers.Dense(num_tags, activation="softmax", dtype="float32", name="tags")(x)
     model = TextModel(tokens, outputs, name=name)
     model.compile(keras.optimizers.Adam(learning_rate), loss="sparse_categorical_crossentropy",
                   metrics=["accuracy"])
     return model
+
+
+def layer_mixer(model: keras.Model, name: str = "layer_mix") -> keras.layers.Layer:
+    """The layer that combines the biLM layers in a model built here (a ``ScalarMix`` for mix "trainable",
+    "fixed", "top", "average"), wherever it sits: e.g. ``layer_mixer(model).normalized_weights()``."""
+    stack = [model]
+    while stack:
+        layer = stack.pop()
+        if layer.name == name and layer is not model:
+            return layer
+        stack.extend(getattr(layer, "layers", []))
+        stack.extend([layer.encoder] if isinstance(layer, SegmentedEncoder) else [])
+    raise ValueError(f"{model.name} has no layer named {name!r} (its embedder has a single layer, or it was "
+                     "not built by elmo_keras.models)")

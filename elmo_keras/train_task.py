@@ -4,15 +4,18 @@ from __future__ import annotations
 import csv
 import os
 
+import keras
 import numpy as np
 from sklearn.metrics import f1_score
 from sklearn.model_selection import train_test_split
 
 from elmo_keras import datasets, models
+from elmo_keras.baselines import StaticEmbedding
 from elmo_keras.datasets import TextClassificationData
 from elmo_keras.elmo import Elmo
 from elmo_keras.errors import InputError
 from elmo_keras.metrics import pad_label_indices
+from elmo_keras.text import tokenize
 
 
 Task = TextClassificationData  # texts (object arrays) + int labels, or -1-padded label indices when multi-label
@@ -98,14 +101,30 @@ def _check_classes(data: str, class_names: list[str], multi_label: bool) -> None
 
 
 def train_model(task: Task, options_file: str, weight_file: str, head: str = "bigru", mix: str = "trainable",
-                mix_weights=None, units: int = 64, max_tokens: int | None = None, epochs: int = 3,
-                batch_size: int = 32, learning_rate: float = 2e-3, verbose="auto"):
-    """``text_classifier`` over ``Elmo.from_pretrained``, fitted on the training split."""
+                mix_weights=None, units: int = 64, max_tokens: int | None = None, words: int = 128, epochs: int = 15,
+                patience: int = 3, validation_split: float = 0.1, batch_size: int = 32, learning_rate: float = 2e-3,
+                verbose="auto"):
+    """``text_classifier`` over ``Elmo.from_pretrained`` (+ a ``words``-dimensional task word embedding, 0 for
+    none), fitted on the training split with early stopping on a held-out ``validation_split`` of it (at most
+    ``epochs``, stopping ``patience`` epochs after the best validation accuracy, whose weights are kept).
+    Over the frozen biLM each text is embedded once (``TextModel.fit``)."""
     elmo = Elmo.from_pretrained(options_file, weight_file)
+    word_embedding = None
+    if words:
+        word_embedding = StaticEmbedding.from_corpus([tokenize(t) for t in task.train_texts], words, name="words")
     model = models.text_classifier(elmo, len(task.class_names), head=head, mix=mix, mix_weights=mix_weights,
                                    multi_label=task.multi_label, units=units, max_tokens=max_tokens,
-                                   learning_rate=learning_rate)
-    model.fit(task.train_texts, task.train_labels, epochs=epochs, batch_size=batch_size, verbose=verbose)
+                                   learning_rate=learning_rate, word_embedding=word_embedding)
+    texts, labels = task.train_texts, task.train_labels
+    callbacks = []
+    if validation_split:  # a random held-out part (Keras would take the last rows, which may be one class)
+        order = np.random.permutation(len(texts))
+        texts, labels = texts[order], labels[order]
+        monitor = "val_micro_f1" if task.multi_label else "val_accuracy"
+        callbacks.append(keras.callbacks.EarlyStopping(monitor, mode="max", patience=patience,
+                                                       restore_best_weights=True))
+    model.fit(texts, labels, epochs=epochs, batch_size=batch_size, validation_split=validation_split,
+              callbacks=callbacks, verbose=verbose)
     return model
 
 

@@ -40,12 +40,10 @@ def test_features_classifier_is_text_classifier_on_stored_layers(elmo, feats, he
     """Same mixer/head/scores weights -> the same predictions as the end-to-end model (1e-5)."""
     weights = [0.45, 0.15, 0.40] if mix == "fixed" else None
     text_model = models.text_classifier(elmo, 2, head=head, mix=mix, mix_weights=weights, **SMALL)
-    text_model.fit(np.array(TEXTS, dtype=object), LABELS, epochs=2, batch_size=4, verbose=0)
+    text_model.fit(np.array(TEXTS, dtype=object), LABELS, epochs=2, batch_size=4, verbose=0, embed_once=False)
     feat_model = models.features_classifier(3, elmo.output_dim, 2, head=head, mix=mix, mix_weights=weights, **SMALL)
-    encoder = text_model.get_layer("document").encoder
-    names = {"layer_mix", "bigru", "bilstm", "fusion_projection"} & {layer.name for layer in encoder.layers}
-    for name in names:
-        feat_model.get_layer(name).set_weights(encoder.get_layer(name).get_weights())
+    head_weights = text_model.get_layer("document").encoder.get_layer("features_head").get_weights()
+    feat_model.get_layer("features_head").set_weights(head_weights)
     feat_model.get_layer("scores").set_weights(text_model.get_layer("scores").get_weights())
     expected = text_model.predict(np.array(TEXTS, dtype=object), verbose=0)
     got = feat_model.predict(features_dataset(feats, batch_size=3), verbose=0)
@@ -60,18 +58,17 @@ def test_word_embedding_beside_elmo_matches_text_classifier_and_round_trips(tmp_
     words = StaticEmbedding.from_corpus(token_lists[:6], dim=4, name="words")
     assert words.trainable and "ö" not in words.vocabulary
     text_model = models.text_classifier(elmo, 2, word_embedding=words, **SMALL)
-    text_model.fit(np.array(TEXTS, dtype=object), LABELS, epochs=2, batch_size=4, verbose=0)
+    text_model.fit(np.array(TEXTS, dtype=object), LABELS, epochs=2, batch_size=4, verbose=0, embed_once=False)
     feat_model = models.features_classifier(3, elmo.output_dim, 2, word_embedding=StaticEmbedding.from_corpus(
         token_lists[:6], dim=4, name="words"), **SMALL)
-    encoder = text_model.get_layer("document").encoder
-    for name in ("layer_mix", "bigru", "words"):
-        feat_model.get_layer(name).set_weights(encoder.get_layer(name).get_weights())
+    head_weights = text_model.get_layer("document").encoder.get_layer("features_head").get_weights()
+    feat_model.get_layer("features_head").set_weights(head_weights)
     feat_model.get_layer("scores").set_weights(text_model.get_layer("scores").get_weights())
     test = features_dataset(feats, batch_size=3, tokens=token_lists)
     assert {"layers", "mask", "tokens"} == set(next(iter(test)))
     got = feat_model.predict(test, verbose=0)
     np.testing.assert_allclose(got, text_model.predict(np.array(TEXTS, dtype=object), verbose=0), atol=1e-5)
-    assert np.abs(feat_model.get_layer("words").get_weights()[0]).max() > 0  # learned rows, not zeros
+    assert np.abs(feat_model.get_layer("features_head").get_layer("words").get_weights()[0]).max() > 0  # learned rows, not zeros
     feat_model.save(tmp_path / "w.keras")
     again = keras.models.load_model(tmp_path / "w.keras", safe_mode=True)
     np.testing.assert_array_equal(again.predict(test, verbose=0), got)

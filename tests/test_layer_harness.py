@@ -209,6 +209,7 @@ CASES: dict[str, Callable | str] = {
         (THREE_LAYERS,), {"mask": STEP_MASK}, mask=STEP_MASK),
     "elmo_keras>SegmentedEncoder": lambda ctx: Case(lambda: _segmented_encoder(),
                                                     (tf.constant(["the bank Hi the", "Hi", ""]),)),
+    "elmo_keras>StackLayers": lambda ctx: Case(ek.layers.StackLayers, (THREE_LAYERS,), {"mask": [STEP_MASK] * 3}),
     "elmo_keras>StaticEmbedding": lambda ctx: Case(lambda: _static_embedding(), (SENTENCES,),
                                                    mask=SENTENCE_MASK),
     "elmo_keras>TextModel": lambda ctx: Case(lambda: _text_model(), (SENTENCES,), mixed_dtype="float32"),

@@ -46,7 +46,7 @@ def test_each_head_learns(elmo, head, mix):
 def test_fixed_mixes_use_their_weights(elmo, mix, expected):
     weights = expected if mix == "fixed" else None
     model = models.text_classifier(elmo, 2, head="pool", mix=mix, mix_weights=weights, **SMALL)
-    mixer = model.get_layer("document").encoder.get_layer("layer_mix")
+    mixer = models.layer_mixer(model)
     np.testing.assert_allclose(np.asarray(mixer.normalized_weights()), expected, atol=1e-7)
     assert mixer.trainable_weights == []
 

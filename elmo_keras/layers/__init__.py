@@ -1,7 +1,7 @@
 """Keras layers of elmo_keras."""
 from elmo_keras.layers.bilm import BiLM
 from elmo_keras.layers.char_cnn import CharCNN
-from elmo_keras.layers.fusion import MIX_MODES, LayerConcat, LayerFusion, UnstackLayers, make_layer_mixer
+from elmo_keras.layers.fusion import MIX_MODES, LayerConcat, LayerFusion, StackLayers, UnstackLayers, make_layer_mixer
 from elmo_keras.layers.highway import Highway
 from elmo_keras.layers.hub import HubElmo
 from elmo_keras.layers.lstm import ProjectedBiLSTM
@@ -10,4 +10,4 @@ from elmo_keras.layers.scalar_mix import ScalarMix
 from elmo_keras.layers.segments import SegmentedEncoder
 
 __all__ = ["BiLM", "CharCNN", "Highway", "HubElmo", "LayerConcat", "LayerFusion", "MIX_MODES", "MaskedPooling",
-           "ProjectedBiLSTM", "ScalarMix", "SegmentedEncoder", "UnstackLayers", "make_layer_mixer"]
+           "ProjectedBiLSTM", "ScalarMix", "SegmentedEncoder", "StackLayers", "UnstackLayers", "make_layer_mixer"]

@@ -63,6 +63,52 @@ class UnstackLayers(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="elmo_keras")
+class StackLayers(keras.layers.Layer):
+    """Stack masked biLM layers into one tensor plus the token mask (the inverse of `UnstackLayers`).
+
+    The stored form of an embedder's layers: what `elmo_keras.features` precomputes and what a
+    `features_classifier` (or the head of a `text_classifier`) reads.
+
+    Args:
+        **kwargs: base layer keyword arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: list of `num_layers` float tensors `[batch, timesteps, dim]`.
+        mask: their Keras masks (the first is used); all-True when absent.
+
+    Returns:
+        A dict: `"layers"` float `[batch, timesteps, num_layers, dim]` and `"mask"` bool `[batch, timesteps]`.
+
+    Example:
+
+    ```python
+    import numpy as np
+    import elmo_keras as ek
+
+    layers = [np.full((2, 3, 4), k, "float32") for k in range(3)]
+    mask = np.array([[True, True, False], [True, False, False]])
+    out = ek.layers.StackLayers()(layers, mask=[mask] * 3)
+    assert out["layers"].shape == (2, 3, 3, 4)
+    np.testing.assert_array_equal(out["mask"], mask)
+    ```
+    """
+
+    def call(self, inputs, mask=None):
+        first = _first_mask(mask)
+        if first is None:
+            first = ops.ones(ops.shape(inputs[0])[:2], dtype="bool")
+        return {"layers": ops.stack(inputs, axis=2), "mask": ops.cast(first, "bool")}
+
+    def compute_mask(self, inputs, mask=None):
+        return None  # the mask is an output
+
+    def compute_output_spec(self, inputs, mask=None):
+        batch, steps, dim = inputs[0].shape
+        return {"layers": keras.KerasTensor((batch, steps, len(inputs), dim), dtype=inputs[0].dtype),
+                "mask": keras.KerasTensor((batch, steps), dtype="bool")}
+
+
+@keras.saving.register_keras_serializable(package="elmo_keras")
 class LayerConcat(keras.layers.Layer):
     """Concatenate layers along the features axis (the `"concat"` mix mode).
 
