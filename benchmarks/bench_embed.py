@@ -1,17 +1,24 @@
-"""Embedding speed benchmark: tokens/s, sentences/s, p50 single-sentence latency, peak RSS.
+"""Embedding speed side by side with AllenNLP: tokens/s, single-sentence latency, CPU use, peak RSS.
 
-Generates a random weight file in the released layout for the chosen size (fixed seed) and a deterministic
-sentence set (Zipf-distributed pseudo-words, 5-40 tokens), then runs each configuration in its own
-subprocess (so peak RSS is per configuration) and prints one table; writes benchmarks/results/*.json
-with machine, versions and settings. If ``allennlp`` is importable it runs beside ours on the same file.
+Runs the AllenNLP reference rig's benchmark (``RIG_DIR/bench_allennlp.py``, its own venv, its random weights in
+the released layout, its sentences) and ours on the same files, each in a fresh subprocess, alternating
+(AllenNLP, ours, AllenNLP, ours, ...), and writes one results JSON with the machine, the CPU flags, the load,
+both implementations' figures, the ratios of medians, a stage profile of ours and the output check:
 
-    python benchmarks/bench_embed.py --size original --sentences 2000 --batch-size 64
+    python benchmarks/bench_embed.py --compare-allennlp /work/rig --size original
+    python benchmarks/bench_embed.py --table benchmarks/results/bench_embed_original.json ...   # README table
+
+Protocol (the rig's): the first ``--sentences`` sentences of ``bench_sentences.txt``, sorted by length, batch
+64, 2 threads, one warm-up batch, ``--repeats`` timed passes (median); our token cache is emptied before every
+pass. Latency: one 10-token sentence, batch size 1, p50 of 50 calls after one warm-up call (cache emptied
+before each call).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -24,201 +31,321 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from machine import machine_info  # noqa: E402
 
-
-def make_sentences(n: int, seed: int = 0) -> list[list[str]]:
-    """Deterministic sentences of 5-40 pseudo-words with a Zipfian word distribution (vocabulary 20k)."""
-    rng = np.random.default_rng(seed)
-    letters = np.array(list("etaoinshrdlucmfwypvbgkjqxz"))
-    lengths = rng.integers(2, 11, size=20000)
-    vocab = ["".join(rng.choice(letters, size=k)) for k in lengths]
-    ranks = np.arange(1, len(vocab) + 1)
-    p = 1.0 / ranks
-    p /= p.sum()
-    return [[vocab[i] for i in rng.choice(len(vocab), size=rng.integers(5, 41), p=p)] for _ in range(n)]
+LATENCY_TOKENS, LATENCY_CALLS, N_DUMP = 10, 50, 20
 
 
-def write_model(size: str, folder: str) -> tuple[str, str]:
-    from elmo_keras.options import RELEASED_OPTIONS, load_options
-    from elmo_keras.weights import random_weights, write_weights_hdf5
+# -- measurements shared by the child processes ------------------------------------------------------------
+def read_sentences(path: str, n: int) -> list[list[str]]:
+    with open(path) as f:
+        return [line.split() for line in f if line.strip()][:n]
 
-    options = RELEASED_OPTIONS[size]
-    opts, weights = os.path.join(folder, "options.json"), os.path.join(folder, "weights.hdf5")
-    with open(opts, "w") as f:
-        json.dump(options, f)
-    write_weights_hdf5(random_weights(load_options(options), seed=0, scale=0.05), weights)
-    return opts, weights
+
+def latency_sentence(sentences: list[list[str]]) -> list[str]:
+    """The first sentence with at least ``LATENCY_TOKENS`` tokens, cut to that length."""
+    return next(s for s in sentences if len(s) >= LATENCY_TOKENS)[:LATENCY_TOKENS]
+
+
+def loadavg() -> list[float]:
+    with open("/proc/loadavg") as f:
+        return [float(x) for x in f.read().split()[:3]]
+
+
+def reset_peak_rss() -> bool:
+    """Reset VmHWM (Linux), so that the inference-only peak can be read afterwards."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def vmhwm_mb() -> float | None:
+    with open("/proc/self/status") as f:
+        return next((int(line.split()[1]) / 1024 for line in f if line.startswith("VmHWM:")), None)
+
+
+def timed_passes(run_pass, repeats: int) -> dict:
+    """``repeats`` timed calls of ``run_pass``: times, CPU use (user + sys / wall), inference-only peak RSS."""
+    hwm = reset_peak_rss()
+    cpu0, times = os.times(), []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run_pass()
+        times.append(time.perf_counter() - start)
+    cpu1 = os.times()
+    return {"pass_s": [round(t, 3) for t in times], "median_s": statistics.median(times),
+            "cpu_per_wall": round((cpu1.user - cpu0.user + cpu1.system - cpu0.system) / sum(times), 2),
+            "peak_rss_inference_mb": round(vmhwm_mb(), 1) if hwm else None}
+
+
+# -- our side (child process) --------------------------------------------------------------------------------
+class StageTimer:
+    """Wraps an ElmoEmbedder's stages (char CNN, BiLM, copy to NumPy) with wall-clock timers."""
+
+    def __init__(self, emb):
+        import tensorflow as tf
+
+        self.seconds = {"char_cnn": 0.0, "bilm_lstm": 0.0, "copy_to_numpy": 0.0}
+        token_vectors, context = emb._token_vectors, emb._context
+
+        def timed_token_vectors(words):
+            start = time.perf_counter()
+            out = token_vectors(words)
+            self.seconds["char_cnn"] += time.perf_counter() - start
+            return out
+
+        def timed_context(emb_, mask):
+            start = time.perf_counter()
+            layers = context(emb_, mask)
+            self.seconds["bilm_lstm"] += time.perf_counter() - start
+            start = time.perf_counter()
+            arrays = [layer.numpy() for layer in layers]
+            self.seconds["copy_to_numpy"] += time.perf_counter() - start
+            return [tf.constant(a) for a in arrays]
+
+        emb._token_vectors, emb._context = timed_token_vectors, timed_context
+
+
+def lstm_step_profile(bilm, batch: int, steps: int = 20) -> dict:
+    """ms per time step (both directions, one layer) of the per-step pieces, timed in isolation with the
+    model's weights: recurrent + projection GEMMs, the element-wise cell math, and the input GEMM per step."""
+    import tensorflow as tf
+
+    lstm = bilm.lstm
+    weights = [lstm._direction_weights(0, d) for d in (0, 1)]
+    dtype = lstm.compute_dtype
+    h = tf.zeros((batch, lstm.projection_dim), dtype)
+    gates = tf.random.normal((batch, 4 * lstm.dim))
+    c = tf.zeros((batch, lstm.dim))
+    x = tf.zeros((steps * batch, lstm.projection_dim), dtype)
+
+    def loop(step):
+        @tf.function
+        def run():
+            acc = tf.zeros(())
+            for _ in tf.range(steps):
+                acc = acc + tf.cast(tf.reduce_sum(step()[:1, :1]), tf.float32)
+            return acc
+        return run
+
+    def gemms():
+        return tf.add_n([tf.matmul(h, w_h)[:, :1] + tf.matmul(tf.cast(gates[:, :lstm.dim], dtype), w_p)[:, :1]
+                         for _, w_h, _, w_p in weights])
+
+    def cell_math():
+        i, j, f, o = tf.split(gates, 4, axis=-1)
+        new_c = tf.sigmoid(f + 1.0) * c + tf.sigmoid(i) * tf.tanh(j)
+        return tf.sigmoid(o) * tf.tanh(new_c) * 2  # twice: one per direction
+
+    pieces = {"recurrent_and_projection_gemms": loop(gemms), "cell_elementwise": loop(cell_math),
+              "input_gemm": tf.function(lambda: tf.add_n([tf.reduce_sum(tf.matmul(x, w_x)[:1])
+                                                         for w_x, _, _, _ in weights]))}
+    out = {}
+    for name, fn in pieces.items():
+        fn()
+        start = time.perf_counter()
+        for _ in range(3):
+            fn()
+        out[name] = round((time.perf_counter() - start) / 3 / steps * 1000, 2)
+    return out
 
 
 def run_ours(args) -> dict:
-    """One configuration in this process; prints a JSON line."""
     import tensorflow as tf
 
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-    tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+    tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads or args.threads)
     from elmo_keras.embed import ElmoEmbedder
 
-    sentences = make_sentences(args.sentences)
-    n_tokens = sum(len(s) for s in sentences)
-    emb = ElmoEmbedder(args.options, args.weights, dtype=args.dtype, cache_new_tokens=not args.no_cache,
-                       batch_size=args.batch_size, chunk_size=args.sentences if args.sort else args.batch_size,
-                       jit_compile=args.jit)
-    if not args.sort:
-        emb._embed_chunk = lambda chunk, bs: emb.embed_batch(chunk)  # input order, no sorting
-    warmup = sentences if args.jit else sentences[: args.batch_size * 2]  # XLA: compile every bucket first
-    list(emb.embed_sentences(warmup))  # warm up (tracing)
-    emb.cache.clear()
     start = time.perf_counter()
-    outputs = list(emb.embed_sentences(sentences))
-    seconds = time.perf_counter() - start
-    single = sentences[0][:10]
-    latencies = []
-    for _ in range(args.latency_runs):
+    emb = ElmoEmbedder(args.options, args.weights, dtype=args.dtype, batch_size=args.batch_size,
+                       chunk_size=len(read_sentences(args.sentences_file, args.sentences)))
+    load_s = time.perf_counter() - start
+    sentences = read_sentences(args.sentences_file, args.sentences)
+    n_tokens = sum(map(len, sentences))
+    ordered = sorted(sentences, key=len)
+    list(emb.embed_sentences(ordered[:args.batch_size]))  # warm-up batch (tracing)
+
+    def one_pass():
         emb.cache.clear()
-        t0 = time.perf_counter()
-        emb.embed_sentence(single)
-        latencies.append(time.perf_counter() - t0)
-    top = np.concatenate([o[-1] for o in outputs[:200]])
-    if args.save_top:
-        np.save(args.save_top, top)
-    import resource
+        list(emb.embed_sentences(sentences))
 
-    return {"tokens_per_s": n_tokens / seconds, "sentences_per_s": len(sentences) / seconds,
-            "p50_latency_ms": 1000 * statistics.median(latencies),
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "seconds": seconds,
-            "tokens": n_tokens}
-
-
-def run_allennlp(args) -> dict:
-    import torch
-    from allennlp.modules.elmo import _ElmoBiLm, batch_to_ids
-
-    torch.set_num_threads(args.threads)
-    sentences = make_sentences(args.sentences)
-    n_tokens = sum(len(s) for s in sentences)
-    model = _ElmoBiLm(args.options, args.weights)
-    model.eval()
-
-    def run(batch):
-        with torch.no_grad():
-            return model(batch_to_ids(batch))
-
-    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i])) if args.sort else range(len(sentences))
-    ordered = [sentences[i] for i in order]
-    run(ordered[: args.batch_size])
-    start = time.perf_counter()
-    for s in range(0, len(ordered), args.batch_size):
-        run(ordered[s:s + args.batch_size])
-    seconds = time.perf_counter() - start
+    result = timed_passes(one_pass, args.repeats)
+    timer = StageTimer(emb)
+    one_pass()
+    stages = {name: round(s, 3) for name, s in timer.seconds.items()}
+    stages["host_prep_and_rest"] = round(result["median_s"] - sum(timer.seconds.values()), 3)
+    single = latency_sentence(sentences)
+    emb.embed_sentence(single)
     latencies = []
-    for _ in range(args.latency_runs):
-        t0 = time.perf_counter()
-        run([sentences[0][:10]])
-        latencies.append(time.perf_counter() - t0)
-    import resource
+    for _ in range(LATENCY_CALLS):
+        emb.cache.clear()
+        start = time.perf_counter()
+        emb.embed_sentence(single)
+        latencies.append(time.perf_counter() - start)
+    if args.dump_npy:
+        np.save(args.dump_npy, top_layer_padded(emb, sentences[:N_DUMP]))
+    return {"impl": "elmo_keras", "dtype": emb.bilm.dtype_policy.name, "load_s": round(load_s, 2),
+            **result, "tokens": n_tokens, "tokens_per_s": round(n_tokens / result["median_s"], 1),
+            "p50_latency_ms": round(1000 * statistics.median(latencies), 1),
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            "stages_s": stages, "lstm_ms_per_step_batch64": lstm_step_profile(emb.bilm, args.batch_size),
+            "loadavg": loadavg()}
 
-    import allennlp.version
 
-    return {"tokens_per_s": n_tokens / seconds, "sentences_per_s": len(sentences) / seconds,
-            "p50_latency_ms": 1000 * statistics.median(latencies),
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "seconds": seconds,
-            "tokens": n_tokens, "versions": {"torch": torch.__version__, "allennlp": allennlp.version.VERSION}}
+def top_layer_padded(emb, sentences: list[list[str]]) -> np.ndarray:
+    """[n, max_len, 2P] top layer, zero beyond each sentence (the rig's dump layout)."""
+    tops = [layers[-1] for layers in emb.embed_sentences(sentences)]
+    out = np.zeros((len(tops), max(len(t) for t in tops), tops[0].shape[-1]), np.float32)
+    for row, top in enumerate(tops):
+        out[row, :len(top)] = top
+    return out
 
 
-def child(config: dict, common: list[str]) -> dict:
-    cmd = [config.get("python", sys.executable), os.path.abspath(__file__), "--child", config["impl"],
-           "--dtype", config["dtype"], *common, *config.get("extra", [])]
-    # USE_TF=0: transformers (imported by allennlp) must not load TensorFlow next to torch
-    proc = subprocess.run(cmd, capture_output=True, text=True,
-                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "USE_TF": "0"})
+# -- the driver ------------------------------------------------------------------------------------------------
+def run_child(cmd: list[str]) -> dict:
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "USE_TF": "0"}  # USE_TF=0: transformers must not load TF
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
-        raise RuntimeError(f"{config} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(next(line for line in reversed(proc.stdout.splitlines()) if line.startswith("{")))
 
 
-def _importable(module: str) -> bool:
-    import importlib.util
+def allennlp_cmd(rig: str, size: str, *extra: str) -> list[str]:
+    return [os.path.join(rig, "venv", "bin", "python"), os.path.join(rig, "bench_allennlp.py"), "--size", size,
+            "--threads", "2", *extra]
 
-    return importlib.util.find_spec(module) is not None
+
+def run_allennlp(rig: str, args, dump: str | None) -> dict:
+    """The rig's protocol (throughput), then its batch-size-1 latency on one 10-token sentence."""
+    out = run_child(allennlp_cmd(rig, args.size, "--batch-size", str(args.batch_size), "--sort", "--repeats",
+                                 str(args.repeats), "--n-sentences", str(args.sentences), "--dump-npy",
+                                 dump or "none"))
+    with tempfile.NamedTemporaryFile("w", suffix=".txt") as f:
+        f.write(" ".join(latency_sentence(read_sentences(args.sentences_file, args.sentences))) + "\n")
+        f.flush()
+        latency = run_child(allennlp_cmd(rig, args.size, "--sentences", f.name, "--batch-size", "1", "--repeats",
+                                         str(LATENCY_CALLS), "--dump-npy", "none"))
+    return {"impl": out["impl"], "tokens": out["tokens"], "pass_s": out["forward_s"],
+            "median_s": out["forward_median_s"], "tokens_per_s": out["tokens_per_s"],
+            "cpu_per_wall": out["proc_cpu_per_wall"], "peak_rss_mb": out["peak_rss_mb"],
+            "peak_rss_inference_mb": out["peak_rss_inference_mb"], "batch_to_ids_s": out["ids_s"],
+            "p50_latency_ms": round(1000 * latency["forward_median_s"], 1), "loadavg": out["loadavg"]}
 
 
-def cosine_stats(a_path: str, b_path: str) -> dict:
-    a, b = np.load(a_path), np.load(b_path)
-    cos = (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1) + 1e-12)
-    return {"min": float(cos.min()), "mean": float(cos.mean()), "p01": float(np.quantile(cos, 0.01))}
+def ours_cmd(args, dtype: str, dump: str | None) -> list[str]:
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", "--dtype", dtype, "--options", args.options,
+           "--weights", args.weights, "--sentences-file", args.sentences_file, "--sentences", str(args.sentences),
+           "--batch-size", str(args.batch_size), "--repeats", str(args.repeats), "--threads", str(args.threads)]
+    return cmd + (["--dump-npy", dump] if dump else [])
+
+
+def summary(runs: list[dict]) -> dict:
+    """Medians over the alternating rounds."""
+    keys = ("tokens_per_s", "p50_latency_ms", "cpu_per_wall", "peak_rss_mb", "peak_rss_inference_mb")
+    return {key: statistics.median(r[key] for r in runs) for key in keys if runs[0].get(key) is not None}
+
+
+def max_abs_diff(a_npy: str, b_npy: str) -> float:
+    return float(np.abs(np.load(a_npy) - np.load(b_npy)).max())
+
+
+def cosine_stats(a_npy: str, b_npy: str) -> dict:
+    """Per-token cosine of two top-layer dumps (real tokens only)."""
+    a, b = np.load(a_npy), np.load(b_npy)
+    norms = np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1)
+    cos = ((a * b).sum(-1) / np.maximum(norms, 1e-12))[norms > 0]
+    return {"min": float(cos.min()), "mean": float(cos.mean())}
+
+
+def compare(args) -> None:
+    rig = os.path.abspath(args.compare_allennlp)
+    args.options = args.options or os.path.join(rig, "weights", f"elmo_{args.size}_options.json")
+    args.weights = args.weights or os.path.join(rig, "weights", f"elmo_{args.size}_random.hdf5")
+    args.sentences_file = args.sentences_file or os.path.join(rig, "bench_sentences.txt")
+    extra_dtypes = [d for d in args.extra_dtypes.split(",") if d]
+    runs: dict[str, list[dict]] = {"allennlp": [], "float32": [], **{d: [] for d in extra_dtypes}}
+    with tempfile.TemporaryDirectory() as tmp:
+        dumps = {name: os.path.join(tmp, f"{name}.npy") for name in runs}
+        for round_ in range(args.rounds):
+            first = round_ == 0
+            print(f"round {round_ + 1}/{args.rounds}, load {loadavg()}", file=sys.stderr)
+            runs["allennlp"].append(run_allennlp(rig, args, dumps["allennlp"] if first else None))
+            for dtype in ("float32", *(extra_dtypes if first else ())):  # the extra dtypes once: a 10-minute run
+                runs[dtype].append(run_child(ours_cmd(args, dtype, dumps[dtype] if first else None)))
+        checks = {"float32_top_layer_max_abs_diff_vs_allennlp": max_abs_diff(dumps["float32"], dumps["allennlp"]),
+                  "top_layer_max_abs": float(np.abs(np.load(dumps["allennlp"])).max()),
+                  **{f"{d}_vs_float32_top_layer_cosine": cosine_stats(dumps[d], dumps["float32"])
+                     for d in extra_dtypes}}
+    medians = {name: summary(r) for name, r in runs.items()}
+    base = medians["allennlp"]
+    ratios = {name: {"throughput": round(m["tokens_per_s"] / base["tokens_per_s"], 2),
+                     "latency": round(m["p50_latency_ms"] / base["p50_latency_ms"], 2),
+                     "peak_rss": round(m["peak_rss_mb"] / base["peak_rss_mb"], 2)}
+              for name, m in medians.items() if name != "allennlp"}
+    result = {"benchmark": "bench_embed --compare-allennlp", "size": args.size,
+              "protocol": {"sentences": args.sentences, "batch_size": args.batch_size, "sorted": True,
+                           "threads": args.threads, "repeats": args.repeats, "rounds": args.rounds,
+                           "order": "alternating: allennlp, ours float32 per round (" + (", ".join(extra_dtypes) or "-")
+                                    + ": first round only); figures are medians over rounds of per-run medians",
+                           "latency": f"one {LATENCY_TOKENS}-token sentence, batch 1, p50 of {LATENCY_CALLS} calls"},
+              "medians": medians, "ratios_vs_allennlp": ratios, "output_check": checks, "runs": runs,
+              "machine": {**machine_info(), "loadavg_end": loadavg()}}
+    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+    path = args.out or os.path.join(HERE, "results", f"bench_embed_{args.size}.json")
+    with open(path, "w") as f:
+        json.dump(result, f, indent=2)
+    print(markdown_table([result]))
+    print(f"wrote {path}", file=sys.stderr)
+
+
+def markdown_table(results: list[dict]) -> str:
+    """The README's performance table from results JSONs."""
+    lines = ["| size | implementation | tokens/s | vs AllenNLP | p50 latency, 10 tokens | vs AllenNLP "
+             "| CPU use (cores) | peak RSS |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for result in results:
+        for name, m in result["medians"].items():
+            ratio = result["ratios_vs_allennlp"].get(name, {"throughput": 1.0, "latency": 1.0})
+            label = "AllenNLP 2.10.1" if name == "allennlp" else f"elmo_keras {name}"
+            lines.append(f"| {result['size']} | {label} | {m['tokens_per_s']:.0f} | {ratio['throughput']:.2f}x "
+                         f"| {m['p50_latency_ms']:.0f} ms | {ratio['latency']:.2f}x | {m['cpu_per_wall']:.2f} "
+                         f"| {m['peak_rss_mb'] / 1024:.2f} GB |")
+    return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--size", default="original", choices=["small", "medium", "original"])
-    parser.add_argument("--sentences", type=int, default=2000)
+    parser.add_argument("--compare-allennlp", metavar="RIG_DIR", help="the AllenNLP reference rig's folder")
+    parser.add_argument("--table", nargs="+", metavar="JSON", help="print the README table of these results")
+    parser.add_argument("--size", default="original", choices=["small", "original"])
+    parser.add_argument("--sentences", type=int, default=600)
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds (AllenNLP, ours)")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--latency-runs", type=int, default=20)
-    parser.add_argument("--dtypes", default="float32,bfloat16")
-    parser.add_argument("--child", choices=["ours", "allennlp"])
-    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--extra-dtypes", default="bfloat16", help="also run ours with these dtypes (comma-separated)")
+    parser.add_argument("--out", help="results JSON (default benchmarks/results/bench_embed_SIZE.json)")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--dtype", default="float32", help=argparse.SUPPRESS)
+    parser.add_argument("--inter-op-threads", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--options")
     parser.add_argument("--weights")
-    parser.add_argument("--sort", action=argparse.BooleanOptionalAction, default=True)
-    parser.add_argument("--no-cache", action="store_true")
-    parser.add_argument("--jit", action="store_true", help="XLA-compiled LSTMs")
-    parser.add_argument("--save-top")
-    parser.add_argument("--unsorted-too", action="store_true", help="also measure input-order batches")
-    parser.add_argument("--allennlp-python", help="a Python with allennlp installed (another venv), to run it "
-                                                  "side by side; default: this one if allennlp imports")
+    parser.add_argument("--sentences-file")
+    parser.add_argument("--dump-npy", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps((run_ours if args.child == "ours" else run_allennlp)(args)))
-        return
-
-    with tempfile.TemporaryDirectory() as tmp:
-        opts, weights = write_model(args.size, tmp)
-        common = ["--options", opts, "--weights", weights, "--sentences", str(args.sentences),
-                  "--batch-size", str(args.batch_size), "--threads", str(args.threads),
-                  "--latency-runs", str(args.latency_runs)]
-        configs = []
-        for dtype in args.dtypes.split(","):
-            configs.append({"impl": "ours", "dtype": dtype, "extra": ["--save-top", os.path.join(tmp, dtype)]})
-        configs.append({"impl": "ours", "dtype": "float32", "extra": ["--jit"], "label": "XLA"})
-        configs.append({"impl": "ours", "dtype": "float32", "extra": ["--no-cache"], "label": "no token cache"})
-        if args.unsorted_too:
-            configs.append({"impl": "ours", "dtype": "float32", "extra": ["--no-sort"], "label": "unsorted"})
-        allennlp_python = args.allennlp_python or (sys.executable if _importable("allennlp") else None)
-        if allennlp_python:
-            configs.append({"impl": "allennlp", "dtype": "float32", "python": allennlp_python})
-            configs.append({"impl": "allennlp", "dtype": "float32", "extra": ["--no-sort"], "label": "unsorted",
-                            "python": allennlp_python})
-        rows = []
-        for config in configs:
-            result = child(config, common)
-            rows.append({**{k: v for k, v in config.items() if k not in ("extra", "python")}, **result})
-        agreement = None
-        if {"float32", "bfloat16"} <= set(args.dtypes.split(",")):
-            agreement = cosine_stats(os.path.join(tmp, "float32.npy"), os.path.join(tmp, "bfloat16.npy"))
-
-    base = next((r["tokens_per_s"] for r in rows if r["impl"] == "allennlp" and "label" not in r), None)
-    print(f"\nsize={args.size} sentences={args.sentences} batch={args.batch_size} threads={args.threads}")
-    print(f"{'implementation':<34}{'dtype':<10}{'tokens/s':>10}{'sent/s':>9}{'p50 ms':>9}{'RSS MB':>9}"
-          f"{'vs AllenNLP':>13}")
-    for r in rows:
-        name = r["impl"] + (f" ({r['label']})" if "label" in r else "")
-        ratio = f"{r['tokens_per_s'] / base:.2f}x" if base else "n/a"
-        print(f"{name:<34}{r['dtype']:<10}{r['tokens_per_s']:>10.0f}{r['sentences_per_s']:>9.1f}"
-              f"{r['p50_latency_ms']:>9.1f}{r['peak_rss_mb']:>9.0f}{ratio:>13}")
-    if agreement:
-        print(f"bfloat16 vs float32 top-layer cosine per token (200 sentences): min {agreement['min']:.4f}, "
-              f"1st percentile {agreement['p01']:.4f}, mean {agreement['mean']:.5f}")
-    result = {
-        "benchmark": "bench_embed", "size": args.size, "rows": rows, "bf16_cosine": agreement,
-        "settings": {"sentences": args.sentences, "batch_size": args.batch_size, "threads": args.threads,
-                     "sorted": True, "latency": "single 10-token sentence, median of runs, cache cleared",
-                     "token_cache": "built while embedding (cleared before the timed run)",
-                     "xla": "the XLA row compiles every shape bucket before the timed run"},
-        "machine": machine_info(),
-    }
-    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    with open(os.path.join(HERE, "results", f"bench_embed_{args.size}.json"), "w") as f:
-        json.dump(result, f, indent=2)
+        print(json.dumps(run_ours(args)))
+    elif args.table:
+        results = []
+        for path in args.table:
+            with open(path) as f:
+                results.append(json.load(f))
+        print(markdown_table(results))
+    elif args.compare_allennlp:
+        compare(args)
+    else:
+        parser.error("give --compare-allennlp RIG_DIR or --table JSON...")
 
 
 if __name__ == "__main__":

@@ -107,8 +107,8 @@ def _at_least(minimum: int) -> Callable[[str], int]:
 
 
 #: --dtype of ``embed`` -> (compute dtype of the embedder, storage dtype of the output)
-_EMBED_DTYPES = {"float32": ("float32", "float32"), "float16": ("float32", "float16"),
-                 "bfloat16": ("bfloat16", "float32")}
+_EMBED_DTYPES = {"auto": ("auto", "float32"), "float32": ("float32", "float32"),
+                 "float16": ("float32", "float16"), "bfloat16": ("bfloat16", "float32")}
 
 
 def _embed_arguments(parser: argparse.ArgumentParser) -> None:
@@ -125,8 +125,10 @@ def _embed_arguments(parser: argparse.ArgumentParser) -> None:
                              "shards: a folder of shard files + manifest, for millions of lines; npy: a folder, "
                              "one .npy per line")
     parser.add_argument("--batch-size", type=_at_least(1), default=64, help="sentences per model call")
-    parser.add_argument("--dtype", choices=tuple(_EMBED_DTYPES), default="float32",
-                        help="float32: compute and store float32; float16: compute float32, store float16 (half "
+    parser.add_argument("--dtype", choices=tuple(_EMBED_DTYPES), default="auto",
+                        help="auto: compute in bfloat16 where the CPU has bf16 matrix units (AMX, AVX512-BF16), "
+                             "else float32 (logged), store float32; float32: compute and store float32; "
+                             "float16: compute float32, store float16 (half "
                              "the disk); bfloat16: compute in mixed bfloat16 (fast only on CPUs with bf16 units), "
                              "store float32")
     parser.add_argument("--long", type=_at_least(0), default=400, metavar="N",
@@ -160,6 +162,11 @@ def _run_embed(args: argparse.Namespace) -> int:
     options, weights = _model_files(args)
     check_paths(args.input, args.output, args.format, args.overwrite)
     compute, storage = _EMBED_DTYPES[args.dtype]
+    if compute == "auto":
+        from elmo_keras.cpu import auto_choice
+
+        compute, reason = auto_choice()
+        print(reason)
     try:
         embedder = ElmoEmbedder(options, weights, dtype=compute, batch_size=args.batch_size,
                                 max_cache_size=100_000)

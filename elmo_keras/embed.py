@@ -7,17 +7,22 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 import tensorflow as tf
 
+from elmo_keras.cpu import auto_dtype
 from elmo_keras.layers.bilm import BiLM
 from elmo_keras.text import batch_to_ids, encode_token_lists
 
 _DTYPES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "mixed_bfloat16": "mixed_bfloat16"}
 
 
+def _check_dtype(dtype: str) -> None:
+    if dtype not in (*_DTYPES, "auto"):
+        raise ValueError(f"dtype must be one of {['auto', *sorted(_DTYPES)]}, got {dtype!r}")
+
+
 def _policy(dtype: str) -> str:
-    """``dtype`` of :class:`ElmoEmbedder` -> the Keras dtype policy of its BiLM."""
-    if dtype not in _DTYPES:
-        raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
-    return _DTYPES[dtype]
+    """``dtype`` of :class:`ElmoEmbedder` ("auto" resolved for this CPU) -> the Keras dtype policy of its BiLM."""
+    _check_dtype(dtype)
+    return _DTYPES[auto_dtype() if dtype == "auto" else dtype]
 
 
 class ElmoEmbedder:
@@ -27,8 +32,12 @@ class ElmoEmbedder:
     internally sentences are taken in chunks, sorted by length and batched, so padding is small.
 
     Args:
-      options_file, weight_file: the released files (or give ``bilm=`` a built BiLM).
-      dtype: "float32" (exact) or "bfloat16" (Keras ``mixed_bfloat16`` policy: bf16 matmuls, float32 weights).
+      options_file, weight_file: the released files, as paths or http(s) URLs (downloaded once, see
+        :mod:`elmo_keras.download`); or give ``bilm=`` a built BiLM.
+      dtype: "auto" (default): "bfloat16" where the CPU has bf16 matrix units (AMX or AVX512-BF16), else
+        "float32"; the choice is logged (see :func:`elmo_keras.cpu.auto_dtype`). "float32" is exact; "bfloat16"
+        is the Keras ``mixed_bfloat16`` policy (bf16 matmuls, float32 weights): about twice as fast on such
+        CPUs, several times slower on others, and only close to float32. Ignored when ``bilm=`` is given.
       token_cache: words whose char-CNN vectors are computed once up front (the original's token-embedding
         dump); with ``cache_new_tokens`` every new word type is cached when first seen, up to
         ``max_cache_size`` types. Either way the char CNN runs once per distinct word of a batch.
@@ -40,14 +49,14 @@ class ElmoEmbedder:
 
     def __init__(self, options_file: dict | str | os.PathLike | None = None,
                  weight_file: str | os.PathLike | None = None, *, bilm: BiLM | None = None,
-                 dtype: str = "float32", token_cache: Iterable[str] | None = None, cache_new_tokens: bool = True,
+                 dtype: str = "auto", token_cache: Iterable[str] | None = None, cache_new_tokens: bool = True,
                  max_cache_size: int = 1_000_000, batch_size: int = 64, chunk_size: int = 4096,
                  jit_compile: bool = False, length_multiple: int = 8, char_cnn_batch: int = 256):
-        policy = _policy(dtype)
+        _check_dtype(dtype)
         if bilm is None:
             if options_file is None or weight_file is None:
                 raise ValueError("give options_file and weight_file, or bilm=")
-            bilm = BiLM.from_pretrained(options_file, weight_file, dtype=policy)
+            bilm = BiLM.from_pretrained(options_file, weight_file, dtype=_policy(dtype))
         if bilm.stateful:
             raise ValueError("ElmoEmbedder needs a stateless BiLM (it reorders sentences)")
         self.bilm = bilm
@@ -69,8 +78,9 @@ class ElmoEmbedder:
 
     @classmethod
     def from_preset(cls, name: str, **kwargs) -> "ElmoEmbedder":
-        """Use a shipped preset (e.g. "brown-small")."""
-        return cls(bilm=BiLM.from_preset(name, dtype=_policy(kwargs.get("dtype", "float32"))), **kwargs)
+        """Use a preset: shipped (e.g. "brown-small"), published (e.g. "original", see ``ek.list_presets()``),
+        a folder or a folder's URL."""
+        return cls(bilm=BiLM.from_preset(name, dtype=_policy(kwargs.pop("dtype", "auto"))), **kwargs)
 
     def add_to_cache(self, words: Iterable[str]) -> None:
         """Compute and keep the char-CNN vectors of ``words`` (a vocabulary)."""

@@ -86,10 +86,10 @@ def set_weight_arrays(bilm: keras.Layer, arrays: dict[str, np.ndarray]) -> None:
             raise InputError(f"weight '{name}' has shape {value.shape}, expected {expected}")
         if index is None:
             variable.assign(value)
-        else:  # both directions live in one variable: assign it once, whole
-            pending.setdefault(id(variable), [variable, keras.ops.convert_to_numpy(variable).copy()])[1][index] = value
-    for variable, value in pending.values():
-        variable.assign(value)
+        else:  # both directions live in one variable: assign it once, stacked (no copy of its old value)
+            pending.setdefault(id(variable), (variable, {}))[1][index] = value
+    for variable, parts in pending.values():
+        variable.assign(np.stack([parts[i] for i in sorted(parts)]))
 
 
 def expected_shapes(options: dict) -> dict[str, tuple[int, ...]]:

@@ -10,6 +10,16 @@ import pytest  # noqa: E402
 FIXTURE = Path(__file__).parent / "fixtures" / "bilm-tf" / "model"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def cpu_without_bf16_units():
+    """Tests run as on a CPU without bf16 matrix units, so dtype "auto" (the default) is float32 and results are
+    exact on any machine; tests/test_embed.py checks the choice itself with given flags. Subprocesses are not
+    patched: pass --dtype float32 to them."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("elmo_keras.cpu.cpu_flags", lambda path="/proc/cpuinfo": frozenset())
+        yield
+
+
 @pytest.fixture(scope="session")
 def fixture_dir() -> Path:
     return FIXTURE

@@ -64,7 +64,8 @@ def corpus(tmp_path_factory, fixture_files):
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     embedder = ek.ElmoEmbedder(*fixture_files)
     expected = [embedder.embed_sentence(ek.tokenize(line)) for line in lines]
-    return path, expected, ["--options", fixture_files[0], "--weights", fixture_files[1], "--shard-lines", "16"]
+    return path, expected, ["--options", fixture_files[0], "--weights", fixture_files[1], "--shard-lines", "16",
+                            "--dtype", "float32"]  # the child processes do not see conftest's float32 "auto"
 
 
 def _child(args, kill_at=None, **popen):

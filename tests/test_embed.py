@@ -1,8 +1,12 @@
-"""ElmoEmbedder: same vectors as the BiLM, input order kept, token cache exact, bfloat16 close."""
+"""ElmoEmbedder: same vectors as the BiLM, input order kept, token cache exact, bfloat16 close, dtype="auto"."""
+import logging
+
 import numpy as np
 import pytest
 
 import elmo_keras as ek
+from elmo_keras import cpu
+from elmo_keras.cpu import auto_dtype, cpu_flags
 from elmo_keras.embed import ElmoEmbedder
 
 SENTENCES = [["The", "bank", "approved", "the", "loan", "."], ["Hi"], ["He", "sat", "on", "the", "bank"],
@@ -20,7 +24,8 @@ def reference(fixture_files):
 
 
 def test_embed_sentences_matches_bilm_in_input_order(fixture_files, reference):
-    embedder = ElmoEmbedder(*fixture_files, batch_size=2, chunk_size=4, cache_new_tokens=False, char_cnn_batch=3)
+    embedder = ElmoEmbedder(*fixture_files, dtype="float32", batch_size=2, chunk_size=4, cache_new_tokens=False,
+                            char_cnn_batch=3)
     got = list(embedder.embed_sentences(SENTENCES))
     assert len(got) == len(SENTENCES)
     for g, r in zip(got, reference):
@@ -31,11 +36,12 @@ def test_embed_sentences_matches_bilm_in_input_order(fixture_files, reference):
 
 def test_token_cache_gives_the_same_vectors(fixture_files, reference):
     vocabulary = {t for s in SENTENCES for t in s}
-    embedder = ElmoEmbedder(*fixture_files, token_cache=sorted(vocabulary), batch_size=3, char_cnn_batch=4)
+    embedder = ElmoEmbedder(*fixture_files, dtype="float32", token_cache=sorted(vocabulary), batch_size=3,
+                            char_cnn_batch=4)
     assert set(embedder.cache) == vocabulary
     for g, r in zip(embedder.embed_sentences(SENTENCES), reference):
         np.testing.assert_allclose(g, r, atol=1e-6)
-    dynamic = ElmoEmbedder(*fixture_files)
+    dynamic = ElmoEmbedder(*fixture_files, dtype="float32")
     first = list(dynamic.embed_sentences(SENTENCES))
     assert set(dynamic.cache) == vocabulary  # new words are cached when first seen
     for a, b in zip(first, dynamic.embed_sentences(SENTENCES)):
@@ -51,7 +57,7 @@ def test_bfloat16_is_close_to_float32(fixture_files, reference):
 
 
 def test_single_sentence_and_empty_input(fixture_files, reference):
-    embedder = ElmoEmbedder(*fixture_files)
+    embedder = ElmoEmbedder(*fixture_files, dtype="float32")
     np.testing.assert_allclose(embedder.embed_sentence(SENTENCES[0]), reference[0], atol=1e-6)
     assert embedder.embed_batch([]) == []
     assert list(embedder.embed_sentences([])) == []
@@ -69,6 +75,27 @@ def test_bad_input(fixture_files):
 
 
 def test_xla_path_gives_the_same_vectors(fixture_files, reference):
-    embedder = ElmoEmbedder(*fixture_files, jit_compile=True, batch_size=4, length_multiple=8)
+    embedder = ElmoEmbedder(*fixture_files, dtype="float32", jit_compile=True, batch_size=4, length_multiple=8)
     for g, r in zip(embedder.embed_sentences(SENTENCES[:3]), reference[:3]):
         np.testing.assert_allclose(g, r, atol=1e-5)
+
+
+@pytest.mark.parametrize("flags, expected", [({"avx2", "fma", "avx512f"}, "float32"), (set(), "float32"),
+                                             ({"avx2", "avx512_bf16"}, "bfloat16"), ({"amx_bf16"}, "bfloat16")])
+def test_auto_dtype_reads_the_cpu_flags(flags, expected, caplog):
+    with caplog.at_level(logging.INFO, logger="elmo_keras.cpu"):
+        assert auto_dtype(flags) == expected
+    assert len(caplog.records) == 1 and f"-> {expected}" in caplog.records[0].getMessage()
+
+
+def test_cpu_flags_parses_cpuinfo(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512_bf16\n\nprocessor\t: 1\nflags\t\t: fpu\n")
+    assert cpu_flags(str(cpuinfo)) == {"fpu", "avx2", "avx512_bf16"}
+    assert cpu_flags(str(tmp_path / "missing")) == frozenset()
+
+
+@pytest.mark.parametrize("flags, policy", [({"avx2", "fma"}, "float32"), ({"avx512_bf16"}, "mixed_bfloat16")])
+def test_auto_is_the_default_and_never_bfloat16_without_the_flags(fixture_files, monkeypatch, flags, policy):
+    monkeypatch.setattr(cpu, "cpu_flags", lambda path="/proc/cpuinfo": frozenset(flags))
+    assert ElmoEmbedder(*fixture_files).bilm.dtype_policy.name == policy

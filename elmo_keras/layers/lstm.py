@@ -8,8 +8,10 @@ Cell (TF gate order i, j, f, o; forget bias +1)::
 
 Both directions are processed together: the backward stack reads the time axis reversed, and state is
 only updated at unmasked steps, so each sentence is read backwards from its own last token (padding never
-leaks in). The input-to-gate products for all steps are one matmul; only h_{t-1} W_h stays in the loop.
-The loop itself is a ``tf.while_loop`` (TensorFlow backend).
+leaks in). The input-to-gate products are one large matmul per direction and chunk of ``TIME_CHUNK`` steps;
+only h_{t-1} W_h and the projection stay in the per-step loop, as one plain GEMM per direction (each in
+its fast 2-D shape, independent, so the executor's inter-op threads can run the two directions side by
+side). The loops are ``tf.while_loop`` s (TensorFlow backend).
 """
 from __future__ import annotations
 
@@ -64,6 +66,9 @@ class ProjectedBiLSTM(keras.layers.Layer):
     ```
     """
 
+    #: time steps whose input-to-gate products are computed together (bounds that buffer: TIME_CHUNK x B x 4D)
+    TIME_CHUNK = 16
+
     @renamed_arguments(n_layers="num_layers")
     def __init__(self, num_layers: int, dim: int, projection_dim: int, cell_clip: float | None = None,
                  proj_clip: float | None = None, use_skip_connections: bool = False, **kwargs):
@@ -96,58 +101,90 @@ class ProjectedBiLSTM(keras.layers.Layer):
     def _clip(x, limit: float | None):
         return x if limit is None else ops.clip(x, -limit, limit)
 
-    def _scan_layer(self, gates_x, step_mask, w_h, w_p, c, h):
-        """One layer, both directions. gates_x [T, 2, B, 4D], step_mask [T, 2, B, 1] -> h_seq [T, 2, B, P]."""
-        steps = tf.shape(gates_x)[0]
-        gates_ta = tf.TensorArray(gates_x.dtype, size=steps).unstack(gates_x)
-        mask_ta = tf.TensorArray(step_mask.dtype, size=steps).unstack(step_mask)
-        out_ta = tf.TensorArray(h.dtype, size=steps)
+    def _direction_weights(self, k: int, direction: int):
+        """(W_x [P, 4D], W_h [P, 4D], b [4D], W_P [D, P]) of layer ``k``, one direction, in the compute dtype."""
+        p, dtype = self.projection_dim, self.compute_dtype
+        kernel = ops.cast(self.kernels[k][direction], dtype)
+        return (kernel[:p], kernel[p:], ops.cast(self.biases[k][direction], dtype),
+                ops.cast(self.projections[k][direction], dtype))
 
-        def body(t, c, h, out_ta):
-            # Matmuls in the compute dtype (bfloat16 under mixed precision); the cell state stays float32.
-            gates = tf.cast(gates_ta.read(t) + tf.matmul(h, w_h), tf.float32)
-            i, j, f, o = tf.split(gates, 4, axis=-1)
-            c_new = self._clip(tf.sigmoid(f + 1.0) * c + tf.sigmoid(i) * tf.tanh(j), self.cell_clip)
-            m_new = tf.cast(tf.sigmoid(o) * tf.tanh(c_new), h.dtype)
-            h_new = self._clip(tf.matmul(m_new, w_p), self.proj_clip)
-            m = mask_ta.read(t)
-            out_ta = out_ta.write(t, tf.where(m, h_new, tf.zeros_like(h_new)))
-            return t + 1, tf.where(m, c_new, c), tf.where(m, h_new, h), out_ta
+    def _cell(self, gates, c, w_p):
+        """Gates [B, 4D] (i, j, f, o), c [B, D] float32 -> (c_t, h_t): the element-wise math and projection.
+        Matmuls run in the compute dtype (bfloat16 under mixed precision); the cell state stays float32."""
+        i, j, f, o = tf.split(tf.cast(gates, tf.float32), 4, axis=-1)
+        c_new = self._clip(tf.sigmoid(f + 1.0) * c + tf.sigmoid(i) * tf.tanh(j), self.cell_clip)
+        m_new = tf.cast(tf.sigmoid(o) * tf.tanh(c_new), w_p.dtype)
+        return c_new, self._clip(tf.matmul(m_new, w_p), self.proj_clip)
 
-        _, c, h, out_ta = tf.while_loop(lambda t, *_: t < steps, body, (0, c, h, out_ta))
-        h_seq = out_ta.stack()
-        h_seq.set_shape([None, 2, None, self.projection_dim])
-        return h_seq, (c, h)
+    def _scan_layer(self, k, xs, masks, c, h):
+        """Layer ``k``, both directions in one loop: xs, masks: per direction [T, B, P] / [T, B, 1] in processing
+        order; c, h: per direction [B, D] / [B, P] -> (per direction h_seq [T, B, P], (c, h)).
+
+        The input-to-gate products are computed ``TIME_CHUNK`` steps at a time (one large GEMM per direction and
+        chunk, bounded memory); each step then runs one recurrent and one projection GEMM per direction.
+        """
+        weights = [self._direction_weights(k, direction) for direction in (0, 1)]
+        steps, chunk = tf.shape(xs[0])[0], self.TIME_CHUNK
+        mask_tas = [tf.TensorArray(tf.bool, size=steps).unstack(m) for m in masks]
+        out_tas = [tf.TensorArray(h[0].dtype, size=steps) for _ in (0, 1)]
+        chunk_tas = [self._time_chunks(x) for x in xs]
+
+        def chunk_body(start, c, h, out_tas):
+            stop = tf.minimum(start + chunk, steps)
+            gate_tas = [tf.TensorArray(w_x.dtype, size=chunk).unstack(
+                tf.einsum("tbp,pg->tbg", x_ta.read(start // chunk), w_x) + b)
+                for x_ta, (w_x, _, b, _) in zip(chunk_tas, weights)]
+
+            def step_body(t, c, h, out_tas):
+                new_c, new_h, new_out = [], [], []
+                for direction, (_, w_h, _, w_p) in enumerate(weights):
+                    gates = gate_tas[direction].read(t - start) + tf.matmul(h[direction], w_h)
+                    c_t, h_t = self._cell(gates, c[direction], w_p)
+                    m = mask_tas[direction].read(t)
+                    new_c.append(tf.where(m, c_t, c[direction]))
+                    new_h.append(tf.where(m, h_t, h[direction]))
+                    new_out.append(out_tas[direction].write(t, tf.where(m, h_t, tf.zeros_like(h_t))))
+                return t + 1, new_c, new_h, new_out
+
+            _, c, h, out_tas = tf.while_loop(lambda t, *_: t < stop, step_body, (start, c, h, out_tas))
+            return stop, c, h, out_tas
+
+        _, c, h, out_tas = tf.while_loop(lambda t, *_: t < steps, chunk_body, (0, list(c), list(h), out_tas))
+        h_seqs = [ta.stack() for ta in out_tas]
+        for h_seq in h_seqs:
+            h_seq.set_shape([None, None, self.projection_dim])
+        return h_seqs, (c, h)
+
+    def _time_chunks(self, x):
+        """[T, B, P] -> TensorArray of ceil(T / TIME_CHUNK) chunks [TIME_CHUNK, B, P] (the last zero-padded):
+        fixed-size chunks keep every shape static for XLA."""
+        chunk = self.TIME_CHUNK
+        padded = tf.pad(x, [[0, -tf.shape(x)[0] % chunk], [0, 0], [0, 0]])
+        chunks = tf.reshape(padded, [-1, chunk, tf.shape(x)[1], self.projection_dim])
+        return tf.TensorArray(x.dtype, size=tf.shape(chunks)[0]).unstack(chunks)
 
     def call(self, inputs, mask, initial_state=None):
-        p = self.projection_dim
         x = ops.transpose(inputs, (1, 0, 2))  # [T, B, P]
         m = ops.transpose(ops.cast(mask, "bool"), (1, 0))[..., None]  # [T, B, 1]
-        x = ops.stack([x, ops.flip(x, axis=0)], axis=1)  # processing order: [T, 2, B, P]
-        m = ops.stack([m, ops.flip(m, axis=0)], axis=1)
+        xs, masks = [x, ops.flip(x, axis=0)], [m, ops.flip(m, axis=0)]  # processing order of each direction
         if initial_state is None:
             initial_state = self.zero_state(ops.shape(inputs)[0])
         outputs, final_state = [], []
-        dtype = self.compute_dtype
         for k in range(self.num_layers):
-            kernel = ops.cast(self.kernels[k], dtype)
-            gates_x = ops.einsum("tdbp,dpg->tdbg", x, kernel[:, :p]) + ops.cast(self.biases[k], dtype)[None, :, None]
             c0, h0 = initial_state[k]
-            h_seq, state = self._scan_layer(gates_x, m, kernel[:, p:], ops.cast(self.projections[k], dtype),
-                                            ops.cast(c0, "float32"), ops.cast(h0, dtype))
+            h_seqs, (c, h) = self._scan_layer(k, xs, masks, tf.unstack(ops.cast(c0, "float32"), 2),
+                                              tf.unstack(ops.cast(h0, self.compute_dtype), 2))
             if self.use_skip_connections and k > 0:
-                h_seq = ops.where(m, h_seq + x, ops.zeros_like(h_seq))
-            final_state.append(state)
-            outputs.append(h_seq)
-            x = h_seq
-        return [self._to_batch_major(h) for h in outputs], final_state
+                h_seqs = [ops.where(m_d, h_d + x_d, ops.zeros_like(h_d)) for h_d, x_d, m_d in zip(h_seqs, xs, masks)]
+            final_state.append((ops.stack(c), ops.stack(h)))
+            outputs.append(self._to_batch_major(*h_seqs))
+            xs = h_seqs
+        return outputs, final_state
 
     @staticmethod
-    def _to_batch_major(h_seq):
-        """[T, 2, B, P] in processing order -> [B, T, 2P] (forward ; backward, both in reading order)."""
-        forward = ops.transpose(h_seq[:, 0], (1, 0, 2))
-        backward = ops.transpose(ops.flip(h_seq[:, 1], axis=0), (1, 0, 2))
-        return ops.concatenate([forward, backward], axis=-1)
+    def _to_batch_major(forward, backward):
+        """Per direction [T, B, P] in processing order -> [B, T, 2P] (forward ; backward, both in reading order)."""
+        return ops.transpose(ops.concatenate([forward, ops.flip(backward, axis=0)], axis=-1), (1, 0, 2))
 
     def get_config(self):
         return {**super().get_config(), "num_layers": self.num_layers, "dim": self.dim,
