@@ -8,7 +8,7 @@ Cell (TF gate order i, j, f, o; forget bias +1)::
 
 Both directions are processed together: the backward stack reads the time axis reversed, and state is
 only updated at unmasked steps, so each sentence is read backwards from its own last token (padding never
-leaks in). The input-to-gate products are one large matmul per direction and chunk of ``TIME_CHUNK`` steps;
+leaks in). The input-to-gate products of all steps are one large matmul per direction;
 only h_{t-1} W_h and the projection stay in the per-step loop, as one plain GEMM per direction (each in
 its fast 2-D shape, independent, so the executor's inter-op threads can run the two directions side by
 side). The loops are ``tf.while_loop`` s (TensorFlow backend).
@@ -66,9 +66,6 @@ class ProjectedBiLSTM(keras.layers.Layer):
     ```
     """
 
-    #: time steps whose input-to-gate products are computed together (bounds that buffer: TIME_CHUNK x B x 4D)
-    TIME_CHUNK = 16
-
     @renamed_arguments(n_layers="num_layers")
     def __init__(self, num_layers: int, dim: int, projection_dim: int, cell_clip: float | None = None,
                  proj_clip: float | None = None, use_skip_connections: bool = False, **kwargs):
@@ -120,48 +117,32 @@ class ProjectedBiLSTM(keras.layers.Layer):
         """Layer ``k``, both directions in one loop: xs, masks: per direction [T, B, P] / [T, B, 1] in processing
         order; c, h: per direction [B, D] / [B, P] -> (per direction h_seq [T, B, P], (c, h)).
 
-        The input-to-gate products are computed ``TIME_CHUNK`` steps at a time (one large GEMM per direction and
-        chunk, bounded memory); each step then runs one recurrent and one projection GEMM per direction.
+        The input-to-gate products of all steps are one large GEMM per direction; each step then runs one
+        recurrent and one projection GEMM per direction.
         """
         weights = [self._direction_weights(k, direction) for direction in (0, 1)]
-        steps, chunk = tf.shape(xs[0])[0], self.TIME_CHUNK
+        steps = tf.shape(xs[0])[0]
+        gate_tas = [tf.TensorArray(w_x.dtype, size=steps).unstack(tf.einsum("tbp,pg->tbg", x, w_x) + b)
+                    for x, (w_x, _, b, _) in zip(xs, weights)]
         mask_tas = [tf.TensorArray(tf.bool, size=steps).unstack(m) for m in masks]
         out_tas = [tf.TensorArray(h[0].dtype, size=steps) for _ in (0, 1)]
-        chunk_tas = [self._time_chunks(x) for x in xs]
 
-        def chunk_body(start, c, h, out_tas):
-            stop = tf.minimum(start + chunk, steps)
-            gate_tas = [tf.TensorArray(w_x.dtype, size=chunk).unstack(
-                tf.einsum("tbp,pg->tbg", x_ta.read(start // chunk), w_x) + b)
-                for x_ta, (w_x, _, b, _) in zip(chunk_tas, weights)]
+        def body(t, c, h, out_tas):
+            new_c, new_h, new_out = [], [], []
+            for direction, (_, w_h, _, w_p) in enumerate(weights):
+                gates = gate_tas[direction].read(t) + tf.matmul(h[direction], w_h)
+                c_t, h_t = self._cell(gates, c[direction], w_p)
+                m = mask_tas[direction].read(t)
+                new_c.append(tf.where(m, c_t, c[direction]))
+                new_h.append(tf.where(m, h_t, h[direction]))
+                new_out.append(out_tas[direction].write(t, tf.where(m, h_t, tf.zeros_like(h_t))))
+            return t + 1, new_c, new_h, new_out
 
-            def step_body(t, c, h, out_tas):
-                new_c, new_h, new_out = [], [], []
-                for direction, (_, w_h, _, w_p) in enumerate(weights):
-                    gates = gate_tas[direction].read(t - start) + tf.matmul(h[direction], w_h)
-                    c_t, h_t = self._cell(gates, c[direction], w_p)
-                    m = mask_tas[direction].read(t)
-                    new_c.append(tf.where(m, c_t, c[direction]))
-                    new_h.append(tf.where(m, h_t, h[direction]))
-                    new_out.append(out_tas[direction].write(t, tf.where(m, h_t, tf.zeros_like(h_t))))
-                return t + 1, new_c, new_h, new_out
-
-            _, c, h, out_tas = tf.while_loop(lambda t, *_: t < stop, step_body, (start, c, h, out_tas))
-            return stop, c, h, out_tas
-
-        _, c, h, out_tas = tf.while_loop(lambda t, *_: t < steps, chunk_body, (0, list(c), list(h), out_tas))
+        _, c, h, out_tas = tf.while_loop(lambda t, *_: t < steps, body, (0, list(c), list(h), out_tas))
         h_seqs = [ta.stack() for ta in out_tas]
         for h_seq in h_seqs:
             h_seq.set_shape([None, None, self.projection_dim])
         return h_seqs, (c, h)
-
-    def _time_chunks(self, x):
-        """[T, B, P] -> TensorArray of ceil(T / TIME_CHUNK) chunks [TIME_CHUNK, B, P] (the last zero-padded):
-        fixed-size chunks keep every shape static for XLA."""
-        chunk = self.TIME_CHUNK
-        padded = tf.pad(x, [[0, -tf.shape(x)[0] % chunk], [0, 0], [0, 0]])
-        chunks = tf.reshape(padded, [-1, chunk, tf.shape(x)[1], self.projection_dim])
-        return tf.TensorArray(x.dtype, size=tf.shape(chunks)[0]).unstack(chunks)
 
     def call(self, inputs, mask, initial_state=None):
         x = ops.transpose(inputs, (1, 0, 2))  # [T, B, P]
