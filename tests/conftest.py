@@ -43,6 +43,20 @@ def embedder(fixture_files):
     return ek.ElmoEmbedder(*fixture_files)
 
 
+@pytest.fixture(scope="module")
+def random_elmo(fixture_options):
+    """An Elmo of the fixture architecture with random weights large enough that the words' vectors differ
+    clearly (the fixture's own weights give nearly constant vectors, which makes learning tests slow)."""
+    import elmo_keras as ek
+    from elmo_keras.options import load_options
+    from elmo_keras.weights import random_weights
+
+    layer = ek.Elmo(fixture_options)
+    layer.build()
+    layer.bilm.set_weight_arrays(random_weights(load_options(fixture_options), seed=0, scale=0.3))
+    return layer
+
+
 @pytest.fixture()
 def skip_options() -> dict:
     """A tiny architecture with what the fixture lacks: skip connections, tanh, one highway, 3 layers."""

@@ -8,8 +8,6 @@ import elmo_keras as ek
 from elmo_keras import embed_once, models
 from elmo_keras.baselines import StaticEmbedding
 from elmo_keras.export import check_serving, export_serving
-from elmo_keras.options import load_options
-from elmo_keras.weights import random_weights
 
 TEXTS = np.array(["good movie", "bad film", "great acting here", "awful plot twist", "a good film",
                   "truly bad acting", "great great fun", "awful awful mess", "", "good good good film"], dtype=object)
@@ -18,11 +16,8 @@ SMALL = dict(units=8, hidden=16, dropout=0.0, learning_rate=0.02)
 
 
 @pytest.fixture(scope="module")
-def elmo(fixture_options):
-    layer = ek.Elmo(fixture_options)
-    layer.build()
-    layer.bilm.set_weight_arrays(random_weights(load_options(fixture_options), seed=0, scale=0.3))
-    return layer
+def elmo(random_elmo):
+    return random_elmo
 
 
 def test_embed_once_trains_the_same_model_as_the_plain_path(elmo, monkeypatch):

@@ -6,8 +6,6 @@ import pytest
 import elmo_keras as ek
 from elmo_keras import models
 from elmo_keras.features import embed_layers, features_dataset
-from elmo_keras.options import load_options
-from elmo_keras.weights import random_weights
 
 TEXTS = ["good movie", "bad film", "great acting here", "awful plot twist", "a good film", "truly bad acting",
          "great great fun", "awful awful mess"]
@@ -16,11 +14,8 @@ SMALL = dict(units=8, hidden=16, dropout=0.0, learning_rate=0.02)
 
 
 @pytest.fixture(scope="module")
-def elmo(fixture_options):
-    layer = ek.Elmo(fixture_options)
-    layer.build()
-    layer.bilm.set_weight_arrays(random_weights(load_options(fixture_options), seed=0, scale=0.3))
-    return layer
+def elmo(random_elmo):
+    return random_elmo
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ import pytest
 import tensorflow as tf
 import keras
 
-import elmo_keras as ek
 from elmo_keras import models
 from elmo_keras.callbacks import LayerWeightsHistory
 from elmo_keras.metrics import MultiLabelF1, PrecisionAtK, pad_label_indices
@@ -16,16 +15,8 @@ SMALL = dict(units=8, hidden=16, dropout=0.0, learning_rate=0.02)
 
 
 @pytest.fixture(scope="module")
-def elmo(fixture_options):
-    """The fixture architecture with random weights large enough that the words' vectors differ clearly
-    (the fixture's own weights give nearly constant vectors, which makes learning tests slow)."""
-    from elmo_keras.options import load_options
-    from elmo_keras.weights import random_weights
-
-    layer = ek.Elmo(fixture_options)
-    layer.build()
-    layer.bilm.set_weight_arrays(random_weights(load_options(fixture_options), seed=0, scale=0.3))
-    return layer
+def elmo(random_elmo):
+    return random_elmo
 
 
 def fit_losses(model, x, y, epochs=12):
