@@ -7,6 +7,7 @@ shards become OUTPUT (``hdf5``: one dataset per line; ``npy``: one file per line
 """
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import contextlib
 import dataclasses
@@ -162,32 +163,39 @@ def embed_shards(embedder: Embedder, scan: InputScan, stream: BinaryIO, shards: 
     return [arrays[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
 
+def shard_groups(shards: list[int], per_group: int) -> list[list[int]]:
+    """``shards`` in consecutive groups of ``per_group`` (embedded together, so the embedder's length sorting
+    spans them), the final shard on its own: what is left to write after the model's last batch is one shard."""
+    head, last = shards[:-1], shards[-1:]
+    return [head[g:g + per_group] for g in range(0, len(head), per_group)] + ([last] if last else [])
+
+
 def local_runner(embedder: Embedder, progress: bool = True) -> Runner:
     """Embed shards in this process, as many at a time as the embedder sorts together (its ``chunk_size``);
     committing them (and ``on_commit``) runs in a thread, overlapping with the next group's model work."""
-
-    def commit(path: str, shard: int, arrays: list[np.ndarray], first: int, storage_dtype: str,
-               on_commit: OnCommit) -> None:
-        store.write_shard(path, arrays, first, storage_dtype)
-        on_commit(shard, arrays)
 
     def run(scan: InputScan, folder: str, shards: list[int], manifest: dict, on_commit: OnCommit) -> None:
         bar = keras.utils.Progbar(sum(scan.shard_range(k)[1] for k in shards), unit_name="line",
                                   verbose=1 if progress else 0)
         per_group = max(1, getattr(embedder, "chunk_size", 1) // scan.shard_lines)
+        scratch = store.Scratch()  # the writer thread's
+
+        def commit(shard: int, arrays: list[np.ndarray]) -> None:
+            store.write_shard(os.path.join(folder, store.shard_name(shard)), arrays, scan.shard_range(shard)[0],
+                              manifest["storage_dtype"], scratch)
+            on_commit(shard, arrays)
+
         tokens, start = 0, time.perf_counter()
         with open(scan.path, "rb") as stream, concurrent.futures.ThreadPoolExecutor(1) as writer:
-            pending: list[concurrent.futures.Future] = []
-            for g in range(0, len(shards), per_group):
-                group = shards[g:g + per_group]
-                results = embed_shards(embedder, scan, stream, group, manifest["layers"])
-                for future in pending:  # at most two groups of arrays in memory
-                    future.result()
-                pending = [writer.submit(commit, os.path.join(folder, store.shard_name(shard)), shard, arrays,
-                                         scan.shard_range(shard)[0], manifest["storage_dtype"], on_commit)
-                           for shard, arrays in zip(group, results)]
+            pending: collections.deque[concurrent.futures.Future] = collections.deque()
+            for group in shard_groups(shards, per_group):
+                # only the writer holds the arrays: a group's memory is freed as soon as its shards are committed
+                pending += [writer.submit(commit, shard, arrays) for shard, arrays
+                            in zip(group, embed_shards(embedder, scan, stream, group, manifest["layers"]))]
+                while len(pending) > per_group:  # bounds memory: at most a group of shards waits for the writer
+                    pending.popleft().result()
                 tokens += sum(scan.shard_tokens[shard] for shard in group)
-                bar.add(sum(map(len, results)),
+                bar.add(sum(scan.shard_range(shard)[1] for shard in group),
                         values=[("tokens/s", tokens / max(time.perf_counter() - start, 1e-9))])
             for future in pending:
                 future.result()
