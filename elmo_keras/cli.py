@@ -27,7 +27,8 @@ def _pretrain_arguments(parser: argparse.ArgumentParser) -> None:
                         help="training text files, one tokenised sentence per line")
     parser.add_argument("--valid", metavar="FILE", help="held-out text file for validation perplexity")
     parser.add_argument("--options", required=True, metavar="OPTIONS.json",
-                        help="biLM options (char_cnn, lstm) + training settings, see elmo_keras.lm.TRAIN_DEFAULTS")
+                        help="biLM options (char_cnn; lstm or encoder) + training settings, see "
+                             "elmo_keras.lm.TRAIN_DEFAULTS")
     parser.add_argument("--out", required=True, metavar="DIR", help="output folder; re-running resumes")
     parser.add_argument("--epochs", type=int, help="number of epochs (default: n_epochs in the options)")
     parser.add_argument("--init-from", metavar="PRESET_OR_DIR", help="continue training from these weights")

@@ -2,7 +2,8 @@
 in the released layout (the reader; writing ours in this format is :mod:`elmo_keras.hub_export`).
 
 The format (google/elmo/2 and /3, TF1 Hub format; and what :func:`export_hub_module` writes, a TF2
-SavedModel). Signatures and their outputs, with P = projection_dim and n = the number of LSTM layers::
+SavedModel). Signatures and their outputs, with P = projection_dim and n = the number of biLM layers (LSTM
+layers in TF Hub's modules; ours may hold any encoder of :mod:`elmo_keras.options`)::
 
     default:  one string input [B] (sentences, split on single spaces, empty pieces dropped)
     tokens:   tokens string [B, T] ("" padded), sequence_len int32 [B]
@@ -29,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from elmo_keras.errors import InputError
-from elmo_keras.options import RELEASED_OPTIONS, normalize_options
+from elmo_keras.options import RELEASED_OPTIONS, encoder_options, normalize_options
 from elmo_keras.weights import expected_shapes, lstm_prefix
 
 SIGNATURES = ("default", "tokens")
@@ -237,6 +238,9 @@ def read_hub_module(handle: str | os.PathLike, use_skip_connections: bool | None
         config = json.loads(getattr(module, _CONFIG_FN)().numpy().decode("utf-8"))
         options, boundaries = config["options"], config["add_sentence_boundaries"]
         if use_skip_connections is not None:
+            if "lstm" not in options:
+                raise InputError(f"use_skip_connections is an LSTM setting; module {handle!r} holds a "
+                                 f"{options['encoder']['type']} biLM: leave it out")
             options["lstm"]["use_skip_connections"] = use_skip_connections
         arrays = {name: value.numpy() for name, value in getattr(module, _WEIGHTS_FN)().items()}
     else:
@@ -248,10 +252,10 @@ def read_hub_module(handle: str | os.PathLike, use_skip_connections: bool | None
     options = normalize_options(options)
     logits = None
     if weights is not None and scaling is not None:
-        n = options["lstm"]["n_layers"] + 1
+        n = encoder_options(options)[1]["n_layers"] + 1
         if tuple(weights.shape) != (n,):
             raise ValueError(f"module {handle!r}: aggregation/weights has shape {tuple(weights.shape)}, "
-                             f"expected ({n},) for {n - 1} LSTM layers")
+                             f"expected ({n},) for {n - 1} biLM layers")
         logits = weights.numpy().astype(np.float32) + np.float32(1.0 / n)
     return HubWeights(options=options, arrays=_arrays_for_options(arrays, options, handle), mix_logits=logits,
                       mix_gamma=None if scaling is None else float(np.reshape(scaling.numpy(), (-1,))[0]),

@@ -1,4 +1,17 @@
-"""The bilm-tf / AllenNLP ``options.json`` dict: validation, defaults and the released sizes."""
+"""The bilm-tf / AllenNLP ``options.json`` dict: validation, defaults and the released sizes.
+
+The contextualizer over the char CNN's token vectors is chosen by an optional ``encoder`` section:
+
+- missing, or ``{"type": "lstm"}``: the released biLM, projected LSTMs set by the ``lstm`` section
+  (``dim``, ``projection_dim``, ``n_layers``, ``cell_clip``, ``proj_clip``, ``use_skip_connections``);
+- ``{"type": "transformer", "projection_dim": P, "n_layers": L, "num_heads": 4, "ff_dim": 4P, "dropout": 0.1,
+  "activation": "relu"}``: causal self-attention stacks (:class:`elmo_keras.layers.BiTransformer`);
+- ``{"type": "gated_cnn", "projection_dim": P, "n_layers": L, "kernel_size": 5, "layer_norm": true,
+  "dropout": 0.1}``: causal gated convolution stacks (:class:`elmo_keras.layers.BiGatedCNN`).
+
+``projection_dim`` and ``n_layers`` are required, the others default to the values shown. A transformer or
+gated-CNN options file has no ``lstm`` section. :func:`encoder_options` gives any file's (type, settings).
+"""
 from __future__ import annotations
 
 import copy
@@ -11,6 +24,13 @@ from elmo_keras.download import local_file
 from elmo_keras.errors import InputError
 
 _ACTIVATIONS = ("relu", "tanh")
+_FFN_ACTIVATIONS = ("relu", "gelu")
+ENCODER_TYPES = ("lstm", "transformer", "gated_cnn")
+#: Optional settings of the encoder types other than "lstm" and their defaults (ff_dim None: 4 * projection_dim).
+_ENCODER_DEFAULTS = {
+    "transformer": {"num_heads": 4, "ff_dim": None, "dropout": 0.1, "activation": "relu"},
+    "gated_cnn": {"kernel_size": 5, "layer_norm": True, "dropout": 0.1},
+}
 
 
 def _require(section: dict, key: str, where: str) -> Any:
@@ -53,7 +73,6 @@ def normalize_options(options: dict) -> dict:
         raise InputError(f"options must be a dict (the parsed options.json), got {type(options).__name__}")
     opts = copy.deepcopy(options)
     cnn = _require(opts, "char_cnn", "options")
-    lstm = _require(opts, "lstm", "options")
     filters = _require(cnn, "filters", "char_cnn")
     if not filters or not all(isinstance(f, (list, tuple)) and len(f) == 2 for f in filters):
         raise InputError(f"options: 'char_cnn.filters' must be a list of [width, n_filters] pairs, got {filters!r}")
@@ -79,12 +98,64 @@ def normalize_options(options: dict) -> dict:
     widest = max(w for w, _ in cnn["filters"])
     if widest > max_chars:
         raise InputError(f"options: a filter of width {widest} is wider than max_characters_per_token={max_chars}")
+    encoder = opts.get("encoder", {"type": "lstm"})
+    kind = _require(encoder, "type", "encoder")
+    if kind not in ENCODER_TYPES:
+        raise InputError(f"options: 'encoder.type' must be one of {ENCODER_TYPES}, got {kind!r}")
+    if kind == "lstm":
+        if set(encoder) != {"type"}:
+            raise InputError(f"options: 'encoder.{min(set(encoder) - {'type'})}' is not a setting of the 'lstm' "
+                             "encoder: its settings go in the 'lstm' section")
+        _normalize_lstm(_require(opts, "lstm", "options"))
+    elif "lstm" in opts:
+        raise InputError(f"options: an 'lstm' section with 'encoder.type' {kind!r}: remove it (the {kind} settings "
+                         "go in 'encoder')")
+    else:
+        _normalize_encoder(encoder, kind)
+    return opts
+
+
+def _normalize_lstm(lstm: dict) -> None:
     for key in ("dim", "projection_dim", "n_layers"):
         _positive_int(_require(lstm, key, "lstm"), f"lstm.{key}")
     for key in ("cell_clip", "proj_clip"):
         lstm[key] = _clip(lstm.get(key), f"lstm.{key}")
     lstm["use_skip_connections"] = _flag(lstm.get("use_skip_connections", False), "lstm.use_skip_connections")
-    return opts
+
+
+def _normalize_encoder(encoder: dict, kind: str) -> None:
+    """Check a transformer / gated_cnn ``encoder`` section in place and fill in its defaults."""
+    known = ("type", "projection_dim", "n_layers", *_ENCODER_DEFAULTS[kind])
+    unknown = sorted(set(encoder) - set(known))
+    if unknown:
+        raise InputError(f"options: unknown setting 'encoder.{unknown[0]}' for type {kind!r}; its settings are "
+                         f"{', '.join(known[1:])}")
+    p = _positive_int(_require(encoder, "projection_dim", "encoder"), "encoder.projection_dim")
+    _positive_int(_require(encoder, "n_layers", "encoder"), "encoder.n_layers")
+    for key, value in _ENCODER_DEFAULTS[kind].items():
+        encoder.setdefault(key, value)
+    dropout = encoder["dropout"]
+    if isinstance(dropout, bool) or not isinstance(dropout, Real) or not 0 <= dropout < 1:
+        raise InputError(f"options: 'encoder.dropout' must be a number in [0, 1), got {dropout!r}")
+    if kind == "gated_cnn":
+        _positive_int(encoder["kernel_size"], "encoder.kernel_size")
+        _flag(encoder["layer_norm"], "encoder.layer_norm")
+        return
+    heads = _positive_int(encoder["num_heads"], "encoder.num_heads")
+    if p % heads:
+        raise InputError(f"options: 'encoder.num_heads' ({heads}) must divide 'encoder.projection_dim' ({p}): "
+                         "each head gets projection_dim / num_heads dimensions")
+    encoder["ff_dim"] = _positive_int(4 * p if encoder["ff_dim"] is None else encoder["ff_dim"], "encoder.ff_dim")
+    if encoder["activation"] not in _FFN_ACTIVATIONS:
+        raise InputError(f"options: 'encoder.activation' must be one of {_FFN_ACTIVATIONS}, "
+                         f"got {encoder['activation']!r}")
+
+
+def encoder_options(options: dict) -> tuple[str, dict]:
+    """(encoder type, its settings) of normalised options: ``("lstm", options["lstm"])`` for the released
+    format, else ``(type, options["encoder"])``. Both settings hold ``projection_dim`` and ``n_layers``."""
+    kind = options.get("encoder", {}).get("type", "lstm")
+    return kind, options["lstm"] if kind == "lstm" else options["encoder"]
 
 
 def load_options(options: dict | str | os.PathLike) -> dict:

@@ -1,4 +1,4 @@
-"""Read and write the released bilm-tf / AllenNLP hdf5 weight layout.
+"""Read and write the released bilm-tf / AllenNLP hdf5 weight layout, and its extension to our other encoders.
 
 Layout (dataset: shape), with F = sum of filter counts, P = projection_dim, D = lstm dim::
 
@@ -7,9 +7,24 @@ Layout (dataset: shape), with F = sum of filter counts, P = projection_dim, D = 
     CNN_high_k/{W,b}_{carry,transform}  [F, F], [F]
     CNN_proj/W_proj, CNN_proj/b_proj    [F, P], [P]        (only when F != P)
     RNN_{0,1}/RNN/MultiRNNCell/Cell{k}/LSTMCell/W_0, B, W_P_0   [2P, 4D], [4D], [D, P]
+
+Extension (ours; see :mod:`elmo_keras.options` for the ``encoder`` section): the char CNN datasets as above,
+and instead of ``RNN_*``, per direction d (0 forward, 1 backward) and layer k, with H = num_heads, A = P / H,
+R = ff_dim, K = kernel_size (LayerNormalization scales are ``gamma``, offsets ``beta``)::
+
+    Transformer_d/layer_k/attention_norm/{gamma,beta}         [P], [P]
+    Transformer_d/layer_k/attention/{query,key,value}/kernel  [P, H, A]
+    Transformer_d/layer_k/attention/{query,key,value}/bias    [H, A]
+    Transformer_d/layer_k/attention/output/kernel, bias       [H, A, P], [P]
+    Transformer_d/layer_k/ffn_norm/{gamma,beta}               [P], [P]
+    Transformer_d/layer_k/ffn/W_1, b_1, W_2, b_2              [P, R], [R], [R, P], [P]
+    GatedCNN_d/layer_k/conv/W, conv/b                         [K, P, 2P], [2P]   (GLU: first P outputs gated
+                                                                                   by the sigmoid of the last P)
+    GatedCNN_d/layer_k/norm/{gamma,beta}                      [P], [P]           (only with layer_norm)
 """
 from __future__ import annotations
 
+import functools
 import os
 
 import keras
@@ -18,7 +33,7 @@ import numpy as np
 from elmo_keras.download import local_file
 from elmo_keras.errors import InputError
 from elmo_keras.files import atomic_file
-from elmo_keras.options import n_filters
+from elmo_keras.options import encoder_options, n_filters
 
 _DIRECTIONS = ("RNN_0", "RNN_1")  # forward, backward
 
@@ -26,6 +41,42 @@ _DIRECTIONS = ("RNN_0", "RNN_1")  # forward, backward
 def lstm_prefix(direction: int, layer: int) -> str:
     """Dataset prefix of LSTM ``layer`` of ``direction`` (0 forward, 1 backward)."""
     return f"{_DIRECTIONS[direction]}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
+
+
+#: Dataset prefix of each non-LSTM encoder type's blocks, followed by "_{direction}/layer_{layer}".
+_BLOCK_PREFIX = {"transformer": "Transformer", "gated_cnn": "GatedCNN"}
+
+
+def _norm(name: str, p: int) -> dict[str, tuple[str, tuple[int, ...]]]:
+    return {f"{name}/gamma": (f"{name}.gamma", (p,)), f"{name}/beta": (f"{name}.beta", (p,))}
+
+
+def _block_layout(kind: str, settings: dict) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """One block of a non-LSTM encoder: {dataset name after the block prefix: (attribute path of the variable
+    from the block, shape)}. The one table both the shapes and the variable map come from."""
+    p = settings["projection_dim"]
+    if kind == "gated_cnn":
+        layout = {"conv/W": ("conv.kernel", (settings["kernel_size"], p, 2 * p)), "conv/b": ("conv.bias", (2 * p,))}
+        return {**layout, **_norm("norm", p)} if settings["layer_norm"] else layout
+    heads, ff = settings["num_heads"], settings["ff_dim"]
+    layout = _norm("attention_norm", p)
+    for part in ("query", "key", "value"):
+        layout[f"attention/{part}/kernel"] = (f"attention.{part}_dense.kernel", (p, heads, p // heads))
+        layout[f"attention/{part}/bias"] = (f"attention.{part}_dense.bias", (heads, p // heads))
+    layout["attention/output/kernel"] = ("attention.output_dense.kernel", (heads, p // heads, p))
+    layout["attention/output/bias"] = ("attention.output_dense.bias", (p,))
+    layout.update(_norm("ffn_norm", p))
+    layout.update({"ffn/W_1": ("ffn_in.kernel", (p, ff)), "ffn/b_1": ("ffn_in.bias", (ff,)),
+                   "ffn/W_2": ("ffn_out.kernel", (ff, p)), "ffn/b_2": ("ffn_out.bias", (p,))})
+    return layout
+
+
+def _blocks(kind: str, settings: dict):
+    """(direction, layer, dataset prefix, block layout) of every block of a non-LSTM encoder."""
+    layout = _block_layout(kind, settings)
+    for direction in range(2):
+        for layer in range(settings["n_layers"]):
+            yield direction, layer, f"{_BLOCK_PREFIX[kind]}_{direction}/layer_{layer}", layout
 
 
 def to_file_layout(name: str, value):
@@ -41,9 +92,9 @@ def from_file_layout(name: str, value: np.ndarray) -> np.ndarray:
 def variable_map(bilm: keras.Layer) -> dict[str, tuple[keras.Variable, int | None]]:
     """A built BiLM's variables by dataset name: (variable, direction index into its leading axis or None).
 
-    The only place that maps the released names onto our layers (``BiLM.char_cnn`` and ``BiLM.lstm``).
+    The only place that maps the released names onto our layers (``BiLM.char_cnn`` and ``BiLM.encoder``).
     """
-    cnn, lstm = bilm.char_cnn, bilm.lstm
+    cnn = bilm.char_cnn
     entries: dict[str, tuple[keras.Variable, int | None]] = {"char_embed": (cnn.char_embed, None)}
     for i, (kernel, bias) in enumerate(zip(cnn.conv_kernels, cnn.conv_biases)):
         entries[f"CNN/W_cnn_{i}"] = (kernel, None)
@@ -56,6 +107,15 @@ def variable_map(bilm: keras.Layer) -> dict[str, tuple[keras.Variable, int | Non
     if cnn.use_projection:
         entries["CNN_proj/W_proj"] = (cnn.proj_kernel, None)
         entries["CNN_proj/b_proj"] = (cnn.proj_bias, None)
+    kind, settings = encoder_options(bilm.options)
+    if kind != "lstm":
+        encoder = bilm.encoder
+        for direction, layer, prefix, layout in _blocks(kind, settings):
+            block = (encoder.forward_blocks, encoder.backward_blocks)[direction][layer]
+            for name, (path, _) in layout.items():
+                entries[f"{prefix}/{name}"] = (functools.reduce(getattr, path.split("."), block), None)
+        return entries
+    lstm = bilm.encoder
     for direction in range(2):
         for layer in range(len(lstm.kernels)):
             prefix = lstm_prefix(direction, layer)
@@ -94,8 +154,8 @@ def set_weight_arrays(bilm: keras.Layer, arrays: dict[str, np.ndarray]) -> None:
 
 def expected_shapes(options: dict) -> dict[str, tuple[int, ...]]:
     """Every dataset a weight file for ``options`` must hold, with its shape."""
-    cnn, lstm = options["char_cnn"], options["lstm"]
-    char_dim, f, p, d = cnn["embedding"]["dim"], n_filters(options), lstm["projection_dim"], lstm["dim"]
+    cnn, (kind, settings) = options["char_cnn"], encoder_options(options)
+    char_dim, f, p = cnn["embedding"]["dim"], n_filters(options), settings["projection_dim"]
     shapes: dict[str, tuple[int, ...]] = {"char_embed": (cnn["n_characters"] - 1, char_dim)}
     for i, (width, num) in enumerate(cnn["filters"]):
         shapes[f"CNN/W_cnn_{i}"] = (1, width, char_dim, num)
@@ -107,8 +167,13 @@ def expected_shapes(options: dict) -> dict[str, tuple[int, ...]]:
     if f != p:
         shapes["CNN_proj/W_proj"] = (f, p)
         shapes["CNN_proj/b_proj"] = (p,)
+    if kind != "lstm":
+        for _, _, prefix, layout in _blocks(kind, settings):
+            shapes.update({f"{prefix}/{name}": shape for name, (_, shape) in layout.items()})
+        return shapes
+    d = settings["dim"]
     for direction in range(2):
-        for layer in range(lstm["n_layers"]):
+        for layer in range(settings["n_layers"]):
             prefix = lstm_prefix(direction, layer)
             shapes[f"{prefix}/W_0"] = (2 * p, 4 * d)
             shapes[f"{prefix}/B"] = (4 * d,)
@@ -118,7 +183,9 @@ def expected_shapes(options: dict) -> dict[str, tuple[int, ...]]:
 
 #: What decides the count of each numbered dataset family, to name when a file holds more than the options say.
 _COUNTED_BY = (("CNN_high_", "char_cnn.n_highway"), ("/Cell", "lstm.n_layers"), ("CNN/", "char_cnn.filters"),
-               ("CNN_proj/", "char_cnn.filters and lstm.projection_dim"))
+               ("CNN_proj/", "char_cnn.filters and the projection_dim"), ("/layer_", "encoder.n_layers"),
+               ("/norm/", "encoder.layer_norm"))
+_MODEL_PREFIXES = ("CNN", "RNN_", *(f"{prefix}_" for prefix in _BLOCK_PREFIX.values()))
 
 
 def read_weights_hdf5(path: str | os.PathLike, options: dict) -> dict[str, np.ndarray]:
@@ -150,7 +217,7 @@ def read_weights_hdf5(path: str | os.PathLike, options: dict) -> dict[str, np.nd
     except OSError as err:
         raise InputError(f"{path!r} is not a valid/complete hdf5 weight file ({err}); download or write it "
                          "again (a truncated download, an empty file or a text file gives this)") from None
-    extra = sorted(n for n in stored if n not in expected and (n == "char_embed" or n.startswith(("CNN", "RNN_"))))
+    extra = sorted(n for n in stored if n not in expected and (n == "char_embed" or n.startswith(_MODEL_PREFIXES)))
     if extra:
         options_named = sorted({option for prefix, option in _COUNTED_BY for n in extra if prefix in n})
         raise InputError(f"weight file {path!r} holds datasets the options do not describe: {extra[:4]}"
@@ -170,9 +237,11 @@ def _checked_dataset(node, name: str, shape: tuple[int, ...], path: str, options
         raise InputError(f"weight file {path!r}: dataset '{name}' holds {node.dtype} values, expected numbers "
                          f"(float32) of shape {shape}")
     if tuple(node.shape) != shape:
+        kind, settings = encoder_options(options)
         raise InputError(
             f"weight file {path!r}: dataset '{name}' has shape {tuple(node.shape)}, expected {shape} from the "
-            f"options (char_cnn={options['char_cnn']}, lstm={options['lstm']}); the options do not match the weights"
+            f"options (char_cnn={options['char_cnn']}, {'lstm' if kind == 'lstm' else 'encoder'}={settings}); the "
+            "options do not match the weights"
         )
     return np.asarray(node[...], dtype=np.float32)
 

@@ -178,10 +178,14 @@ def _bi_language_model(ctx):
 
 
 CASES: dict[str, Callable | str] = {
+    "elmo_keras>BiGatedCNN": lambda ctx: Case(lambda: ek.BiGatedCNN(2, 4, kernel_size=2),
+                                              (_random(2, 4, 4), STEP_MASK)),
     "elmo_keras>BiLM": lambda ctx: Case(lambda: ek.BiLM.from_pretrained(*ctx.fixture_files),
                                         (ek.batch_to_ids([["The", "bank"], ["Hi"]]),)),
     "elmo_keras>BiLanguageModel": lambda ctx: Case(lambda: _bi_language_model(ctx),
                                                    (ek.batch_to_ids([["the", "bank"], ["Hi"]]),)),
+    "elmo_keras>BiTransformer": lambda ctx: Case(lambda: ek.BiTransformer(2, 4, num_heads=2, ff_dim=8),
+                                                 (_random(2, 4, 4), STEP_MASK)),
     "elmo_keras>CharCNN": lambda ctx: Case(
         lambda: ek.CharCNN([[1, 4], [2, 8]], char_embed_dim=4, num_highway_layers=1, projection_dim=6),
         (ek.batch_to_ids([["Hello", "world"], ["Hi"]]),), mask=[[True, True], [True, False]]),

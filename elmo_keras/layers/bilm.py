@@ -1,4 +1,5 @@
-"""BiLM: char CNN + forward/backward projected LSTM stacks -> all layer outputs and the token mask."""
+"""BiLM: char CNN + forward/backward contextualizer stacks (projected LSTMs, causal Transformer or gated CNN)
+-> all layer outputs and the token mask."""
 from __future__ import annotations
 
 import os
@@ -8,10 +9,13 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
+from elmo_keras.errors import InputError
 from elmo_keras.hub_module import read_hub_module
 from elmo_keras.layers.char_cnn import CharCNN
+from elmo_keras.layers.gated_cnn import BiGatedCNN
 from elmo_keras.layers.lstm import ProjectedBiLSTM
-from elmo_keras.options import load_options, normalize_options
+from elmo_keras.layers.transformer import BiTransformer
+from elmo_keras.options import encoder_options, load_options, normalize_options
 from elmo_keras.presets import preset_files
 from elmo_keras.text import boundary_char_ids, check_char_ids
 from elmo_keras.weights import get_weight_arrays, read_weights_hdf5, set_weight_arrays
@@ -19,16 +23,20 @@ from elmo_keras.weights import get_weight_arrays, read_weights_hdf5, set_weight_
 
 @keras.saving.register_keras_serializable(package="elmo_keras")
 class BiLM(keras.layers.Layer):
-    """The ELMo bidirectional language model (without softmax): char CNN, then forward and backward projected
-    LSTM stacks; returns every layer and the token mask.
+    """The ELMo bidirectional language model (without softmax): char CNN, then forward and backward stacks of
+    the options' encoder (projected LSTMs as released, or a causal Transformer / gated CNN); returns every layer
+    and the token mask.
+
+    The encoder layer is ``bilm.encoder``; it is also ``bilm.lstm`` (a :class:`ProjectedBiLSTM`),
+    ``bilm.transformer`` (a :class:`BiTransformer`) or ``bilm.gated_cnn`` (a :class:`BiGatedCNN`), by type.
 
     Args:
         options: the options dict (``options.json`` of bilm-tf / AllenNLP, see :mod:`elmo_keras.options`).
         stateful: bool, reproduce bilm-tf/AllenNLP's carried state: row i starts from the state row i reached
-            in the previous call (up to ``max_batch_size`` rows); ``reset_state()`` returns to zeros.
-            Defaults to `False` (the same sentence always gives the same vectors).
+            in the previous call (up to ``max_batch_size`` rows); ``reset_state()`` returns to zeros. LSTM
+            encoders only. Defaults to `False` (the same sentence always gives the same vectors).
         max_batch_size: int, rows of carried state when ``stateful``. Defaults to `128`.
-        add_sentence_boundaries: bool, wrap each sentence in ``<S>``/``</S>`` (run through the LSTMs, then
+        add_sentence_boundaries: bool, wrap each sentence in ``<S>``/``</S>`` (run through the encoder, then
             stripped), as the original does; `False` runs on the tokens alone (TF Hub's module, LM training on
             inputs that hold the boundary rows). Defaults to `True`.
         **kwargs: base layer keyword arguments, such as `name`, `dtype` and `trainable` (the classmethods
@@ -41,7 +49,7 @@ class BiLM(keras.layers.Layer):
 
     Returns:
         ``{"layers": [num_layers + 1 tensors float [B, T, 2P]], "mask": bool [B, T]}``: layer 0 is the
-        token embedding twice, layer k the [forward_k ; backward_k] LSTM outputs; masked positions are zero.
+        token embedding twice, layer k the [forward_k ; backward_k] encoder outputs; masked positions are zero.
 
     Example:
 
@@ -59,21 +67,34 @@ class BiLM(keras.layers.Layer):
                  add_sentence_boundaries: bool = True, **kwargs):
         super().__init__(**kwargs)
         self.options = normalize_options(options)
+        self.encoder_type, settings = encoder_options(self.options)
+        if stateful and self.encoder_type != "lstm":
+            raise InputError(f"stateful=True carries LSTM states from call to call; a {self.encoder_type} biLM has "
+                             "none: use stateful=False")
         self.stateful = stateful
         self.add_sentence_boundaries = add_sentence_boundaries
         self.max_batch_size = max_batch_size
-        cnn, lstm = self.options["char_cnn"], self.options["lstm"]
-        self.projection_dim = lstm["projection_dim"]
-        self.num_layers = lstm["n_layers"]
+        cnn = self.options["char_cnn"]
+        self.projection_dim = settings["projection_dim"]
+        self.num_layers = settings["n_layers"]
         self.max_characters_per_token = cnn["max_characters_per_token"]
         self.char_cnn = CharCNN(cnn["filters"], char_embed_dim=cnn["embedding"]["dim"],
                                 num_characters=cnn["n_characters"], activation=cnn["activation"],
                                 num_highway_layers=cnn["n_highway"], projection_dim=self.projection_dim,
                                 max_characters_per_token=self.max_characters_per_token, name="char_cnn",
                                 dtype=self.dtype_policy)
-        self.lstm = ProjectedBiLSTM(self.num_layers, lstm["dim"], self.projection_dim, cell_clip=lstm["cell_clip"],
-                                    proj_clip=lstm["proj_clip"], use_skip_connections=lstm["use_skip_connections"],
-                                    name="lstm", dtype=self.dtype_policy)
+        # Tracked under its type's name, so an LSTM's weights stay at ".../lstm" in .keras files.
+        setattr(self, self.encoder_type, _make_encoder(self.encoder_type, settings, dtype=self.dtype_policy))
+
+    @property
+    def encoder(self) -> keras.layers.Layer:
+        """The contextualizer: ``lstm``, ``transformer`` or ``gated_cnn``, by the options' encoder type."""
+        return getattr(self, self.encoder_type)
+
+    def __dir__(self):
+        # Keras saves a sublayer under the first attribute name (sorted) that reaches it; hidden from that walk,
+        # the ``encoder`` alias cannot move the LSTM's weights away from ".../lstm" (files already written).
+        return [name for name in super().__dir__() if name != "encoder"]
 
     # -- construction: one path (options + released-layout arrays), three sources ----------------------
     @classmethod
@@ -113,7 +134,7 @@ class BiLM(keras.layers.Layer):
 
     def build(self, input_shape=None):
         self.char_cnn.build(None)
-        self.lstm.build(None)
+        self.encoder.build(None)
         if self.stateful:
             d, p, b = self.options["lstm"]["dim"], self.projection_dim, self.max_batch_size
             self.state_vars = [(self.add_weight(name=f"state_c_{k}", shape=(2, b, d), initializer="zeros",
@@ -121,7 +142,7 @@ class BiLM(keras.layers.Layer):
                                 self.add_weight(name=f"state_h_{k}", shape=(2, b, p), initializer="zeros",
                                                 trainable=False))
                                for k in range(self.num_layers)]
-        for layer in (self.char_cnn, self.lstm):  # made before `trainable` reached them: freeze (or not) them
+        for layer in (self.char_cnn, self.encoder):  # made before `trainable` reached them: freeze (or not) them
             layer.trainable = self.trainable
         self.built = True
 
@@ -172,14 +193,14 @@ class BiLM(keras.layers.Layer):
         fmask = ops.cast(mask, self.compute_dtype)[..., None]
         tokens = ops.cast(token_embeddings, self.compute_dtype) * fmask  # [B, T, P]
         if self.add_sentence_boundaries:
-            lstm_inputs, lstm_mask = self._add_boundaries(tokens, lengths)
+            encoder_inputs, encoder_mask = self._add_boundaries(tokens, lengths)
         else:
-            lstm_inputs, lstm_mask = tokens, mask
-        lstm_outputs = self._run_lstm(lstm_inputs, lstm_mask)
+            encoder_inputs, encoder_mask = tokens, mask
+        encoder_outputs = self._run_encoder(encoder_inputs, encoder_mask)
         if self.add_sentence_boundaries:
-            lstm_outputs = [out[:, 1:-1] for out in lstm_outputs]
+            encoder_outputs = [out[:, 1:-1] for out in encoder_outputs]
         layers = [ops.concatenate([tokens, tokens], axis=-1)]
-        layers += [out * fmask for out in lstm_outputs]
+        layers += [out * fmask for out in encoder_outputs]
         return {"layers": layers, "mask": mask}
 
     def _add_boundaries(self, tokens, lengths):
@@ -193,8 +214,10 @@ class BiLM(keras.layers.Layer):
         with_bounds = ops.where(is_eos, ops.broadcast_to(eos, ops.shape(with_bounds)), with_bounds)
         return with_bounds, positions < (lengths + 2)[:, None]
 
-    def _run_lstm(self, inputs, mask):
-        """Run the LSTM stacks, from (and, when stateful, into) the carried state."""
+    def _run_encoder(self, inputs, mask):
+        """Run the encoder stacks; LSTMs from (and, when stateful, into) the carried state."""
+        if self.encoder_type != "lstm":
+            return self.encoder(inputs, mask)
         if not self.stateful:
             return self.lstm(inputs, mask)[0]
         batch = ops.shape(inputs)[0]
@@ -223,3 +246,16 @@ class BiLM(keras.layers.Layer):
     def get_config(self):
         return {**super().get_config(), "options": self.options, "stateful": self.stateful,
                 "max_batch_size": self.max_batch_size, "add_sentence_boundaries": self.add_sentence_boundaries}
+
+
+def _make_encoder(kind: str, settings: dict, **kwargs) -> keras.layers.Layer:
+    """The encoder layer of type ``kind`` from its normalised settings (see :mod:`elmo_keras.options`)."""
+    p, n = settings["projection_dim"], settings["n_layers"]
+    if kind == "transformer":
+        return BiTransformer(n, p, num_heads=settings["num_heads"], ff_dim=settings["ff_dim"],
+                             dropout=settings["dropout"], activation=settings["activation"], name=kind, **kwargs)
+    if kind == "gated_cnn":
+        return BiGatedCNN(n, p, kernel_size=settings["kernel_size"], layer_norm=settings["layer_norm"],
+                          dropout=settings["dropout"], name=kind, **kwargs)
+    return ProjectedBiLSTM(n, settings["dim"], p, cell_clip=settings["cell_clip"], proj_clip=settings["proj_clip"],
+                           use_skip_connections=settings["use_skip_connections"], name=kind, **kwargs)

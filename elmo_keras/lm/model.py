@@ -1,4 +1,5 @@
-"""BiLanguageModel: our BiLM (char CNN + projected biLSTMs) + a softmax over words shared by both directions."""
+"""BiLanguageModel: our BiLM (char CNN + any encoder of the options) + a softmax over words shared by both
+directions."""
 from __future__ import annotations
 
 import os
@@ -40,7 +41,7 @@ class BiLanguageModel(keras.Model):
     """Bidirectional LM for pretraining ELMo.
 
     Input: char ids int32 [B, T, C] that already hold ``<S>``/``</S>`` rows (see :mod:`elmo_keras.lm.data`).
-    ``call`` returns the top LSTM layer per direction, ``{"forward": [B, T, P], "backward": [B, T, P]}``
+    ``call`` returns the top encoder layer per direction, ``{"forward": [B, T, P], "backward": [B, T, P]}``
     (after dropout when training); ``y`` for ``fit`` is ``(forward_targets [B, T], backward_targets [B, T])``
     with -1 where there is no target. Loss = mean of the forward and backward token-mean cross entropies
     (normalised by the global token count, so replicas and a single process compute the same gradient).
@@ -71,7 +72,7 @@ class BiLanguageModel(keras.Model):
         self.n_sampled, self.dropout_rate = n_sampled, dropout
         self.bilm = BiLM(self.options, add_sentence_boundaries=False, trainable=True, name="bilm")
         self.dropout = keras.layers.Dropout(dropout)
-        self.projection_dim = self.options["lstm"]["projection_dim"]
+        self.projection_dim = self.bilm.projection_dim
         self.forward_perplexity = Perplexity(name="forward_ppl")
         self.backward_perplexity = Perplexity(name="backward_ppl")
         self.token_count = keras.metrics.Sum(name="tokens")  # predicted tokens per direction, this epoch

@@ -39,7 +39,8 @@ TRAIN_DEFAULTS = {
     "vocab_min_count": 1, "vocab_max_size": None, "shuffle_buffer": 10000, "buckets": list(DEFAULT_BUCKETS),
     "seed": 0, "backup_every_steps": 200,
 }
-_ARCHITECTURE = ("char_cnn", "lstm", "n_tokens_vocab")
+_BILM_KEYS = ("char_cnn", "lstm", "encoder")  # the biLM's architecture (options.encoder_options)
+_ARCHITECTURE = (*_BILM_KEYS, "n_tokens_vocab")
 
 
 def training_options(options: dict | str | os.PathLike) -> dict:
@@ -223,8 +224,8 @@ def _record_epochs(state: dict, epoch_logs: EpochLogs) -> None:
 def _load_initial_weights(model: BiLanguageModel, source: str, vocab: Vocabulary) -> None:
     files = preset_files(source)
     src_options = load_options(files["options"])
-    for key in ("char_cnn", "lstm"):
-        if src_options[key] != model.options[key]:
+    for key in _BILM_KEYS:
+        if src_options.get(key) != model.options.get(key):
             raise InputError(f"cannot continue from {source!r}: its '{key}' options differ from this run's")
     model.bilm.set_weight_arrays(read_weights_hdf5(files["weights"], src_options))
     if files.get("softmax") and files.get("vocab") and Vocabulary.load(files["vocab"]) == vocab:
