@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Iterable, Iterator, Mapping
 
 import keras
 import numpy as np
@@ -134,22 +135,30 @@ def get_weight_arrays(bilm: keras.Layer) -> dict[str, np.ndarray]:
     return out
 
 
-def set_weight_arrays(bilm: keras.Layer, arrays: dict[str, np.ndarray]) -> None:
-    """Assign a built BiLM's weights from {dataset name: array in the released shape}."""
-    pending: dict[int, list] = {}
-    for name, (variable, index) in variable_map(bilm).items():
-        if name not in arrays:
-            raise KeyError(f"no array for weight '{name}'")
-        value = from_file_layout(name, np.asarray(arrays[name], dtype=np.float32))
+def set_weight_arrays(bilm: keras.Layer,
+                      arrays: Mapping[str, np.ndarray] | Iterable[tuple[str, np.ndarray]]) -> None:
+    """Assign a built BiLM's weights from {dataset name: array in the released shape}, or from (name, array)
+    pairs (e.g. :func:`iter_weights_hdf5`: one array in memory at a time). Other names are ignored."""
+    variables = variable_map(bilm)
+    if isinstance(arrays, Mapping):
+        missing = [name for name in variables if name not in arrays]
+        if missing:
+            raise KeyError(f"no array for weight '{missing[0]}'")
+        arrays = arrays.items()
+    assigned = set()
+    for name, array in arrays:
+        if name not in variables:
+            continue
+        variable, index = variables[name]
+        value = from_file_layout(name, np.asarray(array, dtype=np.float32))
         expected = tuple(variable.shape) if index is None else tuple(variable.shape[1:])
         if value.shape != expected:
             raise InputError(f"weight '{name}' has shape {value.shape}, expected {expected}")
-        if index is None:
-            variable.assign(value)
-        else:  # both directions live in one variable: assign it once, stacked (no copy of its old value)
-            pending.setdefault(id(variable), (variable, {}))[1][index] = value
-    for variable, parts in pending.values():
-        variable.assign(np.stack([parts[i] for i in sorted(parts)]))
+        # a direction of a two-direction variable is assigned in place (no stacked copy of both)
+        (variable if index is None else variable.value[index]).assign(value)
+        assigned.add(name)
+    if len(assigned) < len(variables):
+        raise KeyError(f"no array for weight '{min(set(variables) - assigned)}'")
 
 
 def expected_shapes(options: dict) -> dict[str, tuple[int, ...]]:
@@ -190,19 +199,24 @@ _MODEL_PREFIXES = ("CNN", "RNN_", *(f"{prefix}_" for prefix in _BLOCK_PREFIX.val
 
 def read_weights_hdf5(path: str | os.PathLike, options: dict) -> dict[str, np.ndarray]:
     """Read every dataset ``options`` needs from ``path`` (a file, or an http(s) URL downloaded once into the
-    cache, see :mod:`elmo_keras.download`) and check it.
+    cache, see :mod:`elmo_keras.download`) and check it: {dataset name: float32 array}.
 
     Raises FileNotFoundError, KeyError naming a missing dataset, or InputError naming the problem: a file that
     is not (or not all) hdf5, a dataset of the wrong shape (expected vs found) or type, or ELMo datasets that
     the options do not describe (the file holds a bigger model than the options say).
     """
+    return dict(iter_weights_hdf5(path, options))
+
+
+def iter_weights_hdf5(path: str | os.PathLike, options: dict) -> Iterator[tuple[str, np.ndarray]]:
+    """:func:`read_weights_hdf5` one dataset at a time: every dataset's name, type and shape are checked (same
+    errors) before the first array is read; then yields (dataset name, float32 array)."""
     import h5py
 
     path = local_file(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"weight file not found: {path!r}")
     expected = expected_shapes(options)
-    out: dict[str, np.ndarray] = {}
     try:
         with h5py.File(path, "r") as f:
             for name, shape in expected.items():
@@ -211,23 +225,26 @@ def read_weights_hdf5(path: str | os.PathLike, options: dict) -> dict[str, np.nd
                         f"weight file {path!r} has no dataset '{name}' (expected shape {shape}); "
                         "is it a bilm-tf/AllenNLP ELMo weight file that matches the options?"
                     )
-                out[name] = _checked_dataset(f[name], name, shape, path, options)
+                _check_dataset(f[name], name, shape, path, options)
             stored: list[str] = []
             f.visititems(lambda name, node: stored.append(name) if isinstance(node, h5py.Dataset) else None)
+            extra = sorted(n for n in stored
+                           if n not in expected and (n == "char_embed" or n.startswith(_MODEL_PREFIXES)))
+            if extra:
+                options_named = sorted({option for prefix, option in _COUNTED_BY for n in extra if prefix in n})
+                raise InputError(f"weight file {path!r} holds datasets the options do not describe: {extra[:4]}"
+                                 f"{' ...' if len(extra) > 4 else ''}; the file and the options disagree: fix "
+                                 f"{', '.join(options_named) or 'the architecture'} in the options to match the "
+                                 "file")
+            for name in expected:
+                yield name, np.asarray(f[name][...], dtype=np.float32)
     except OSError as err:
         raise InputError(f"{path!r} is not a valid/complete hdf5 weight file ({err}); download or write it "
                          "again (a truncated download, an empty file or a text file gives this)") from None
-    extra = sorted(n for n in stored if n not in expected and (n == "char_embed" or n.startswith(_MODEL_PREFIXES)))
-    if extra:
-        options_named = sorted({option for prefix, option in _COUNTED_BY for n in extra if prefix in n})
-        raise InputError(f"weight file {path!r} holds datasets the options do not describe: {extra[:4]}"
-                         f"{' ...' if len(extra) > 4 else ''}; the file and the options disagree: fix "
-                         f"{', '.join(options_named) or 'the architecture'} in the options to match the file")
-    return out
 
 
-def _checked_dataset(node, name: str, shape: tuple[int, ...], path: str, options: dict) -> np.ndarray:
-    """One hdf5 node -> float32 array, after checking it is a numeric dataset of ``shape``."""
+def _check_dataset(node, name: str, shape: tuple[int, ...], path: str, options: dict) -> None:
+    """Check that one hdf5 node is a numeric dataset of ``shape`` (InputError naming what is wrong)."""
     import h5py
 
     if not isinstance(node, h5py.Dataset):
@@ -243,7 +260,6 @@ def _checked_dataset(node, name: str, shape: tuple[int, ...], path: str, options
             f"options (char_cnn={options['char_cnn']}, {'lstm' if kind == 'lstm' else 'encoder'}={settings}); the "
             "options do not match the weights"
         )
-    return np.asarray(node[...], dtype=np.float32)
 
 
 def write_weights_hdf5(arrays: dict[str, np.ndarray], path: str | os.PathLike) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 
 import keras
 import numpy as np
@@ -13,12 +14,13 @@ from elmo_keras.errors import InputError
 from elmo_keras.hub_module import read_hub_module
 from elmo_keras.layers.char_cnn import CharCNN
 from elmo_keras.layers.gated_cnn import BiGatedCNN
+from elmo_keras.layers.initializers import weights_loaded_next
 from elmo_keras.layers.lstm import ProjectedBiLSTM
 from elmo_keras.layers.transformer import BiTransformer
 from elmo_keras.options import encoder_options, load_options, normalize_options
 from elmo_keras.presets import preset_files
 from elmo_keras.text import boundary_char_ids, check_char_ids
-from elmo_keras.weights import get_weight_arrays, read_weights_hdf5, set_weight_arrays
+from elmo_keras.weights import get_weight_arrays, iter_weights_hdf5, set_weight_arrays
 
 
 @keras.saving.register_keras_serializable(package="elmo_keras")
@@ -98,11 +100,13 @@ class BiLM(keras.layers.Layer):
 
     # -- construction: one path (options + released-layout arrays), three sources ----------------------
     @classmethod
-    def from_weights(cls, options: dict, arrays: dict[str, np.ndarray], trainable: bool = False,
-                     **kwargs) -> "BiLM":
-        """Build from an options dict and {released dataset name: array}; frozen by default."""
+    def from_weights(cls, options: dict, arrays: Mapping[str, np.ndarray] | Iterable[tuple[str, np.ndarray]],
+                     trainable: bool = False, **kwargs) -> "BiLM":
+        """Build from an options dict and {released dataset name: array} (or such pairs, e.g. streamed from a
+        file by :func:`~elmo_keras.weights.iter_weights_hdf5`); frozen by default."""
         bilm = cls(options, trainable=trainable, **kwargs)
-        bilm.build()
+        with weights_loaded_next():  # no random initial values to overwrite (about 300 MB less at the peak)
+            bilm.build()
         bilm.set_weight_arrays(arrays)
         return bilm
 
@@ -111,7 +115,8 @@ class BiLM(keras.layers.Layer):
                         trainable: bool = False, **kwargs) -> "BiLM":
         """Build from an options.json (path or dict) and a released-layout hdf5 weight file (frozen by default)."""
         options = load_options(options_file)
-        return cls.from_weights(options, read_weights_hdf5(weight_file, options), trainable=trainable, **kwargs)
+        # one array in memory at a time: the peak is the variables plus the largest array
+        return cls.from_weights(options, iter_weights_hdf5(weight_file, options), trainable=trainable, **kwargs)
 
     @classmethod
     def from_hub(cls, path: str | os.PathLike, boundaries: str | None = None,

@@ -8,6 +8,7 @@ from keras import ops
 
 from elmo_keras.deprecation import renamed_arguments
 from elmo_keras.layers.highway import Highway
+from elmo_keras.layers.initializers import initializer
 
 
 @keras.saving.register_keras_serializable(package="elmo_keras")
@@ -74,16 +75,16 @@ class CharCNN(keras.layers.Layer):
     def build(self, input_shape=None):
         # Row 0 (padding id) is not a variable: it is a constant zero row put in front at call time.
         self.char_embed = self.add_weight(name="char_embed", shape=(self.num_characters - 1, self.char_embed_dim),
-                                          initializer=keras.initializers.RandomUniform(-1.0, 1.0))
+                                          initializer=initializer(keras.initializers.RandomUniform(-1.0, 1.0)))
         self.conv_kernels, self.conv_biases = [], []
         for i, (width, num) in enumerate(self.filters):
             self.conv_kernels.append(self.add_weight(name=f"W_cnn_{i}", shape=(width, self.char_embed_dim, num),
-                                                     initializer="glorot_uniform"))
+                                                     initializer=initializer("glorot_uniform")))
             self.conv_biases.append(self.add_weight(name=f"b_cnn_{i}", shape=(num,), initializer="zeros"))
         self.highway.build((None, self.num_filters))
         if self.use_projection:
             self.proj_kernel = self.add_weight(name="W_proj", shape=(self.num_filters, self.projection_dim),
-                                               initializer="glorot_uniform")
+                                               initializer=initializer("glorot_uniform"))
             self.proj_bias = self.add_weight(name="b_proj", shape=(self.projection_dim,), initializer="zeros")
 
     def embedding_table(self):

@@ -4,6 +4,8 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from elmo_keras.layers.initializers import initializer
+
 
 @keras.saving.register_keras_serializable(package="elmo_keras")
 class Highway(keras.layers.Layer):
@@ -49,7 +51,7 @@ class Highway(keras.layers.Layer):
         for k in range(self.num_layers):
             for part, kernels, biases in (("carry", self.carry_kernels, self.carry_biases),
                                           ("transform", self.transform_kernels, self.transform_biases)):
-                kernels.append(self.add_weight(name=f"W_{part}_{k}", shape=(dim, dim), initializer="glorot_uniform"))
+                kernels.append(self.add_weight(name=f"W_{part}_{k}", shape=(dim, dim), initializer=initializer("glorot_uniform")))
                 biases.append(self.add_weight(name=f"b_{part}_{k}", shape=(dim,), initializer="zeros"))
 
     def call(self, inputs):

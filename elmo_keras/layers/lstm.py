@@ -20,6 +20,7 @@ import tensorflow as tf
 from keras import ops
 
 from elmo_keras.deprecation import renamed_arguments
+from elmo_keras.layers.initializers import initializer
 
 
 @keras.saving.register_keras_serializable(package="elmo_keras")
@@ -83,10 +84,10 @@ class ProjectedBiLSTM(keras.layers.Layer):
         for k in range(self.num_layers):
             # kernel rows: the layer input (P) then h_{t-1} (P), as in the released W_0.
             self.kernels.append(self.add_weight(name=f"kernel_{k}", shape=(2, 2 * p, 4 * d),
-                                                initializer="glorot_uniform"))
+                                                initializer=initializer("glorot_uniform")))
             self.biases.append(self.add_weight(name=f"bias_{k}", shape=(2, 4 * d), initializer="zeros"))
             self.projections.append(self.add_weight(name=f"projection_{k}", shape=(2, d, p),
-                                                    initializer="glorot_uniform"))
+                                                    initializer=initializer("glorot_uniform")))
 
     def zero_state(self, batch_size) -> list:
         """Zero initial state for ``batch_size`` rows: a list of (c [2, B, D], h [2, B, P])."""
@@ -122,17 +123,19 @@ class ProjectedBiLSTM(keras.layers.Layer):
         """
         weights = [self._direction_weights(k, direction) for direction in (0, 1)]
         steps = tf.shape(xs[0])[0]
-        gate_tas = [tf.TensorArray(w_x.dtype, size=steps).unstack(tf.einsum("tbp,pg->tbg", x, w_x) + b)
-                    for x, (w_x, _, b, _) in zip(xs, weights)]
-        mask_tas = [tf.TensorArray(tf.bool, size=steps).unstack(m) for m in masks]
+        gates_all = [tf.einsum("tbp,pg->tbg", x, w_x) + b for x, (w_x, _, b, _) in zip(xs, weights)]
+        if self.trainable:  # a TensorArray's gradient is per step (indexing would add up dense [T, B, 4D] ones)
+            gate_reads = [tf.TensorArray(g.dtype, size=steps).unstack(g).read for g in gates_all]
+        else:  # inference: index the gates in place (a TensorArray would hold a second copy of all of them)
+            gate_reads = [g.__getitem__ for g in gates_all]
         out_tas = [tf.TensorArray(h[0].dtype, size=steps) for _ in (0, 1)]
 
         def body(t, c, h, out_tas):
             new_c, new_h, new_out = [], [], []
             for direction, (_, w_h, _, w_p) in enumerate(weights):
-                gates = gate_tas[direction].read(t) + tf.matmul(h[direction], w_h)
+                gates = gate_reads[direction](t) + tf.matmul(h[direction], w_h)
                 c_t, h_t = self._cell(gates, c[direction], w_p)
-                m = mask_tas[direction].read(t)
+                m = masks[direction][t]
                 new_c.append(tf.where(m, c_t, c[direction]))
                 new_h.append(tf.where(m, h_t, h[direction]))
                 new_out.append(out_tas[direction].write(t, tf.where(m, h_t, tf.zeros_like(h_t))))
