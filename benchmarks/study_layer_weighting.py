@@ -272,7 +272,9 @@ def one_nn_accuracy(train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray
     return float(np.mean(train_y[nearest] == test_y))
 
 
-def part_senseval(limit: int | None, preset: str = "brown-small", test_fraction: float = 0.2, window: int = 5) -> dict:
+def part_senseval(limit: int | None, preset: str = "brown-small", test_fraction: float = 0.2, window: int = 5,
+                  static_baselines: bool = True) -> dict:
+    """1-NN sense accuracy per ELMo layer of ``preset`` and (``static_baselines``) of static Brown vectors."""
     from elmo_keras import datasets
 
     rows = load_senseval()
@@ -282,7 +284,7 @@ def part_senseval(limit: int | None, preset: str = "brown-small", test_fraction:
     targets = np.stack([f[r["target_index"]].astype(np.float32) for f, r in zip(elmo, rows)])  # [N, 3, D]
     brown, _ = datasets.load_brown()
     brown_lower = [[t.lower() for t in s] for s in brown]  # the senseval contexts are lower-cased
-    static = {m: static_vectors(m, brown_lower) for m in STATIC_METHODS}
+    static = {m: static_vectors(m, brown_lower) for m in STATIC_METHODS} if static_baselines else {}
     static_target, static_context = {}, {}
     for method, vectors in static.items():  # unknown words: the mean vector (StaticEmbedding's rule)
         feats = static_features(vectors, [r["tokens"] for r in rows])
@@ -308,7 +310,7 @@ def part_senseval(limit: int | None, preset: str = "brown-small", test_fraction:
         for layer in range(targets.shape[1]):
             scores[f"elmo_layer{layer}"] = one_nn_accuracy(targets[tr, layer], y_tr, targets[te, layer], y_te)
         scores["elmo_average"] = one_nn_accuracy(targets[tr].mean(1), y_tr, targets[te].mean(1), y_te)
-        for method in STATIC_METHODS:
+        for method in static:
             scores[f"{method}_target"] = one_nn_accuracy(static_target[method][tr], y_tr,
                                                          static_target[method][te], y_te)
             scores[f"{method}_context"] = one_nn_accuracy(static_context[method][tr], y_tr,

@@ -26,6 +26,8 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 #: name -> one-line description of the shipped presets.
 PRESETS: dict[str, str] = {
     "brown-small": "2-layer biLM (LSTM 256, projection 128, 12k-word softmax) pretrained on the Brown corpus; see brown-small/RECIPE.md",
+    "brown-small-transformer": "brown-small with a causal Transformer (2 layers, 4 heads, width 128) instead of the LSTMs; see brown-small-transformer/RECIPE.md",
+    "brown-small-cnn": "brown-small with a causal gated CNN (2 layers, kernel 9, width 128) instead of the LSTMs; see brown-small-cnn/RECIPE.md",
 }
 _FILES = {"options": "options.json", "weights": "weights.hdf5", "vocab": "vocab.txt", "softmax": "softmax.hdf5"}
 _REQUIRED = ("options", "weights")
