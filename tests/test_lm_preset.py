@@ -1,4 +1,5 @@
-"""The shipped brown-small preset: files, size, loading through every from_preset, sane perplexity."""
+"""The shipped presets (brown-small and its Transformer / gated-CNN siblings): files, size, loading through
+every from_preset, sane perplexity."""
 import json
 import os
 
@@ -10,9 +11,10 @@ import elmo_keras as ek
 from elmo_keras.presets import PRESETS, preset_files
 
 
-def test_preset_files_and_size():
-    files = preset_files("brown-small")
-    assert set(PRESETS) == {"brown-small"} and all(files.values())
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_preset_files_and_size(name):
+    files = preset_files(name)
+    assert set(PRESETS) == {"brown-small", "brown-small-transformer", "brown-small-cnn"} and all(files.values())
     assert os.path.getsize(files["weights"]) <= 15 * 2**20
     folder = os.path.dirname(files["options"])
     assert {"RECIPE.md", "SOURCE.md"} <= set(os.listdir(folder))
@@ -20,10 +22,11 @@ def test_preset_files_and_size():
     assert options["n_tokens_vocab"] == len(ek.lm.Vocabulary.load(files["vocab"]))
 
 
-def test_every_from_preset_loads_the_same_biLM():
-    bilm = ek.BiLM.from_preset("brown-small")
-    elmo = ek.Elmo.from_preset("brown-small", dropout=0.0)
-    lm = ek.lm.BiLanguageModel.from_preset("brown-small")
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_every_from_preset_loads_the_same_biLM(name):
+    bilm = ek.BiLM.from_preset(name)
+    elmo = ek.Elmo.from_preset(name, dropout=0.0)
+    lm = ek.lm.BiLanguageModel.from_preset(name)
     ids = ek.batch_to_ids([["The", "jury", "said", "it", "did", "."]])
     expected = bilm(ids)["layers"]
     for a, b in zip(expected, elmo(tf.constant(["The jury said it did ."]))["layers"]):
