@@ -34,7 +34,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_embed import LATENCY_CALLS, LATENCY_TOKENS, latency_sentence, loadavg, timed_passes  # noqa: E402
+from bench_embed import LATENCY_CALLS, LATENCY_TOKENS, latency_sentence, loadavg, p50_latency_ms, timed_passes  # noqa: E402
 from machine import machine_info  # noqa: E402
 from study_layer_weighting import merge_results, part_agnews, part_senseval  # noqa: E402
 from study_report import FIGURES, pct  # noqa: E402
@@ -140,13 +140,7 @@ def timed_pass(emb, sentences: list[list[str]]) -> dict:
 
 
 def latency(emb, sentence: list[str]) -> dict:
-    times = []
-    for _ in range(LATENCY_CALLS):
-        emb.cache.clear()
-        start = time.perf_counter()
-        emb.embed_sentence(sentence)
-        times.append(time.perf_counter() - start)
-    return {"p50_latency_ms": round(1000 * statistics.median(times), 2)}
+    return {"p50_latency_ms": p50_latency_ms(emb, sentence)}
 
 
 # ----------------------------------------------------------------------------------------------- report
