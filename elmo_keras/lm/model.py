@@ -14,7 +14,7 @@ from elmo_keras.lm.data import sentences_dataset
 from elmo_keras.lm.vocab import Vocabulary
 from elmo_keras.options import load_options, normalize_options
 from elmo_keras.presets import preset_files
-from elmo_keras.weights import read_weights_hdf5, write_weights_hdf5
+from elmo_keras.weights import iter_weights_hdf5, write_weights_hdf5
 
 SOFTMAX_W, SOFTMAX_B = "softmax/W", "softmax/b"  # names in bilm-tf checkpoints and in our softmax hdf5
 
@@ -192,10 +192,9 @@ class BiLanguageModel(keras.Model):
         Without ``softmax_file`` the softmax starts from random (e.g. a new vocabulary for domain adaptation).
         """
         options = load_options(options_file)
-        arrays = read_weights_hdf5(weight_file, options)
         model = cls(options, vocab, **kwargs)
         model.build()
-        model.bilm.set_weight_arrays(arrays)
+        model.bilm.set_weight_arrays(iter_weights_hdf5(weight_file, options))  # one array in memory at a time
         if softmax_file is not None:
             model.load_softmax_hdf5(softmax_file)
         return model

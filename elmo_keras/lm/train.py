@@ -30,7 +30,7 @@ from elmo_keras.lm.model import BiLanguageModel
 from elmo_keras.lm.vocab import Vocabulary
 from elmo_keras.options import load_options, positive_int
 from elmo_keras.presets import preset_files
-from elmo_keras.weights import read_weights_hdf5, save_weights_hdf5
+from elmo_keras.weights import iter_weights_hdf5, save_weights_hdf5
 
 #: Training settings read from options.json (bilm-tf names where bilm-tf has one), with their defaults.
 TRAIN_DEFAULTS = {
@@ -227,6 +227,6 @@ def _load_initial_weights(model: BiLanguageModel, source: str, vocab: Vocabulary
     for key in _BILM_KEYS:
         if src_options.get(key) != model.options.get(key):
             raise InputError(f"cannot continue from {source!r}: its '{key}' options differ from this run's")
-    model.bilm.set_weight_arrays(read_weights_hdf5(files["weights"], src_options))
+    model.bilm.set_weight_arrays(iter_weights_hdf5(files["weights"], src_options))
     if files.get("softmax") and files.get("vocab") and Vocabulary.load(files["vocab"]) == vocab:
         model.load_softmax_hdf5(files["softmax"])
