@@ -146,6 +146,10 @@ def set_weight_arrays(bilm: keras.Layer,
             raise KeyError(f"no array for weight '{missing[0]}'")
         arrays = arrays.items()
     assigned = set()
+    # A two-direction variable is staged until both directions are in, then assigned whole: assigning one
+    # direction in place (a sliced assign) would put the variable in TensorFlow's copy-on-read mode for good,
+    # i.e. copy all of it on every later read (every call of the model).
+    staged: dict[str, tuple[np.ndarray, set[int]]] = {}
     for name, array in arrays:
         if name not in variables:
             continue
@@ -154,9 +158,16 @@ def set_weight_arrays(bilm: keras.Layer,
         expected = tuple(variable.shape) if index is None else tuple(variable.shape[1:])
         if value.shape != expected:
             raise InputError(f"weight '{name}' has shape {value.shape}, expected {expected}")
-        # a direction of a two-direction variable is assigned in place (no stacked copy of both)
-        (variable if index is None else variable.value[index]).assign(value)
         assigned.add(name)
+        if index is None:
+            variable.assign(value)
+            continue
+        buffer, filled = staged.setdefault(variable.path, (np.empty(variable.shape, np.float32), set()))
+        buffer[index] = value
+        filled.add(index)
+        if len(filled) == variable.shape[0]:
+            variable.assign(buffer)
+            del staged[variable.path]
     if len(assigned) < len(variables):
         raise KeyError(f"no array for weight '{min(set(variables) - assigned)}'")
 
@@ -181,8 +192,8 @@ def expected_shapes(options: dict) -> dict[str, tuple[int, ...]]:
             shapes.update({f"{prefix}/{name}": shape for name, (_, shape) in layout.items()})
         return shapes
     d = settings["dim"]
-    for direction in range(2):
-        for layer in range(settings["n_layers"]):
+    for layer in range(settings["n_layers"]):  # both directions of a layer next to each other (one staged variable)
+        for direction in range(2):
             prefix = lstm_prefix(direction, layer)
             shapes[f"{prefix}/W_0"] = (2 * p, 4 * d)
             shapes[f"{prefix}/B"] = (4 * d,)

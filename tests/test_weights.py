@@ -103,3 +103,27 @@ def test_missing_files(tmp_path, fixture_files):
         ek.BiLM.from_pretrained(tmp_path / "nope.json", fixture_files[1])
     with pytest.raises(FileNotFoundError, match="weight file"):
         ek.BiLM.from_pretrained(fixture_files[0], tmp_path / "nope.hdf5")
+
+
+def test_loaded_lstm_variables_are_read_without_copies(tmp_path):
+    """Loading must assign each two-direction LSTM variable whole: a sliced assign of one direction puts a
+    TensorFlow variable in copy-on-read mode for good, so every later model call copies all its weights
+    (hundreds of MB kept by the CPU allocator for the original size)."""
+    import tensorflow as tf
+
+    options = ek.RELEASED_OPTIONS["small"]
+    (tmp_path / "options.json").write_text(json.dumps(options))
+    write_weights_hdf5(random_weights(load_options(options), seed=2, scale=0.05), tmp_path / "small.hdf5")
+    bilm = ek.BiLM.from_pretrained(tmp_path / "options.json", tmp_path / "small.hdf5")
+    kernel = bilm.encoder.kernels[0]
+    read = tf.function(lambda: tf.reduce_sum(kernel.value))
+    read()  # traced and run once
+    try:
+        tf.config.experimental.reset_memory_stats("CPU:0")
+        before = tf.config.experimental.get_memory_info("CPU:0")["current"]
+    except ValueError as error:  # allocator without statistics
+        pytest.skip(f"CPU allocator statistics unavailable: {error}")
+    read()
+    grown = tf.config.experimental.get_memory_info("CPU:0")["peak"] - before
+    nbytes = int(np.prod(kernel.shape)) * 4
+    assert grown < nbytes // 4, f"reading an {nbytes}-byte LSTM kernel allocated {grown} bytes (copy-on-read)"
