@@ -34,6 +34,7 @@ import numpy as np
 from elmo_keras.download import local_file
 from elmo_keras.errors import InputError
 from elmo_keras.files import atomic_file
+from elmo_keras.host_memory import host_tensor, host_zeros
 from elmo_keras.options import encoder_options, n_filters
 
 _DIRECTIONS = ("RNN_0", "RNN_1")  # forward, backward
@@ -146,10 +147,11 @@ def set_weight_arrays(bilm: keras.Layer,
             raise KeyError(f"no array for weight '{missing[0]}'")
         arrays = arrays.items()
     assigned = set()
-    # A two-direction variable is staged until both directions are in, then assigned whole: assigning one
-    # direction in place (a sliced assign) would put the variable in TensorFlow's copy-on-read mode for good,
-    # i.e. copy all of it on every later read (every call of the model).
-    staged: dict[str, tuple[np.ndarray, set[int]]] = {}
+    # Each variable is filled into an aligned host buffer that it then adopts (no copy into TensorFlow's pooled
+    # allocator, see elmo_keras.host_memory); a two-direction variable once both directions are in. Assigning one
+    # direction in place (a sliced assign) would instead put the variable in TensorFlow's copy-on-read mode for
+    # good, i.e. copy all of it on every later read (every call of the model).
+    staged: dict[str, tuple[np.ndarray, set]] = {}
     for name, array in arrays:
         if name not in variables:
             continue
@@ -159,15 +161,15 @@ def set_weight_arrays(bilm: keras.Layer,
         if value.shape != expected:
             raise InputError(f"weight '{name}' has shape {value.shape}, expected {expected}")
         assigned.add(name)
+        buffer, filled = staged.setdefault(variable.path, (host_zeros(tuple(variable.shape)), set()))
         if index is None:
-            variable.assign(value)
-            continue
-        buffer, filled = staged.setdefault(variable.path, (np.empty(variable.shape, np.float32), set()))
-        buffer[index] = value
+            buffer[...] = value
+        else:
+            buffer[index] = value
         filled.add(index)
-        if len(filled) == variable.shape[0]:
-            variable.assign(buffer)
+        if index is None or len(filled) == variable.shape[0]:
             del staged[variable.path]
+            variable.assign(host_tensor(buffer) if variable.dtype == "float32" else buffer)
     if len(assigned) < len(variables):
         raise KeyError(f"no array for weight '{min(set(variables) - assigned)}'")
 

@@ -172,3 +172,46 @@ def test_keras_mask_reaches_a_bigru(case, tmp_path):
     for run in (model, loaded):
         for outputs in (np.asarray(run(padded)), run.predict(padded, verbose=0)):
             np.testing.assert_allclose(outputs[1, :1], np.asarray(run(alone))[0], atol=1e-6)
+
+
+def test_frozen_lstm_reads_time_in_chunks_with_the_same_results():
+    """A frozen ProjectedBiLSTM computes its input-to-gate products TIME_CHUNK steps at a time: same outputs
+    and final states as the trainable path (all steps at once), for rows shorter and longer than a chunk."""
+    import tensorflow as tf
+
+    from elmo_keras.layers.lstm import TIME_CHUNK
+
+    lstm = ek.ProjectedBiLSTM(num_layers=2, dim=12, projection_dim=6, cell_clip=3.0, proj_clip=3.0,
+                              use_skip_connections=True)
+    steps = 2 * TIME_CHUNK + 5
+    inputs = np.random.default_rng(3).normal(size=(4, steps, 6)).astype("float32")
+    mask = np.arange(steps)[None, :] < np.array([[steps], [TIME_CHUNK], [3], [0]])
+    lstm.trainable = True
+    full = tf.function(lambda x, m: lstm(x, m))(inputs, mask)
+    lstm.trainable = False
+    chunked = tf.function(lambda x, m: lstm(x, m))(inputs, mask)
+    for a, b in zip(tf.nest.flatten(full), tf.nest.flatten(chunked)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=1e-6)
+
+
+def test_frozen_lstm_memory_does_not_grow_with_the_input_gates_of_all_steps():
+    """The input-to-gate products of a long batch ([T, B, 4D] per direction) are never all held at once: the
+    allocator peak of a frozen LSTM grows by far less than them from 16 to 112 steps."""
+    import tensorflow as tf
+
+    lstm = ek.ProjectedBiLSTM(num_layers=1, dim=1024, projection_dim=64)
+    lstm.trainable = False
+    run = tf.function(lambda x, m: lstm(x, m)[0])
+    peaks = []
+    for steps in (16, 112):
+        inputs, mask = tf.zeros((32, steps, 64)), tf.ones((32, steps), bool)
+        run(inputs, mask)
+        try:
+            tf.config.experimental.reset_memory_stats("CPU:0")
+        except ValueError as error:
+            pytest.skip(f"CPU allocator statistics unavailable: {error}")
+        before = tf.config.experimental.get_memory_info("CPU:0")["current"]
+        run(inputs, mask)
+        peaks.append(tf.config.experimental.get_memory_info("CPU:0")["peak"] - before)
+    all_gates = 2 * (112 - 16) * 32 * 4 * 1024 * 4  # bytes of the extra steps' gates, both directions
+    assert peaks[1] - peaks[0] < all_gates // 4, (peaks, all_gates)

@@ -105,25 +105,54 @@ def test_missing_files(tmp_path, fixture_files):
         ek.BiLM.from_pretrained(fixture_files[0], tmp_path / "nope.hdf5")
 
 
-def test_loaded_lstm_variables_are_read_without_copies(tmp_path):
+
+@pytest.fixture(scope="module")
+def small_files(tmp_path_factory) -> tuple[str, str]:
+    """The released small size with random weights: (options.json, weights.hdf5)."""
+    folder = tmp_path_factory.mktemp("small")
+    options = ek.RELEASED_OPTIONS["small"]
+    (folder / "options.json").write_text(json.dumps(options))
+    write_weights_hdf5(random_weights(load_options(options), seed=2, scale=0.05), folder / "small.hdf5")
+    return str(folder / "options.json"), str(folder / "small.hdf5")
+
+
+def _allocator_stats(tf):
+    try:
+        tf.config.experimental.reset_memory_stats("CPU:0")
+        return tf.config.experimental.get_memory_info("CPU:0")
+    except ValueError as error:  # an allocator without statistics
+        pytest.skip(f"CPU allocator statistics unavailable: {error}")
+
+
+def test_loaded_lstm_variables_are_read_without_copies(small_files):
     """Loading must assign each two-direction LSTM variable whole: a sliced assign of one direction puts a
     TensorFlow variable in copy-on-read mode for good, so every later model call copies all its weights
     (hundreds of MB kept by the CPU allocator for the original size)."""
     import tensorflow as tf
 
-    options = ek.RELEASED_OPTIONS["small"]
-    (tmp_path / "options.json").write_text(json.dumps(options))
-    write_weights_hdf5(random_weights(load_options(options), seed=2, scale=0.05), tmp_path / "small.hdf5")
-    bilm = ek.BiLM.from_pretrained(tmp_path / "options.json", tmp_path / "small.hdf5")
+    bilm = ek.BiLM.from_pretrained(*small_files)
     kernel = bilm.encoder.kernels[0]
     read = tf.function(lambda: tf.reduce_sum(kernel.value))
     read()  # traced and run once
-    try:
-        tf.config.experimental.reset_memory_stats("CPU:0")
-        before = tf.config.experimental.get_memory_info("CPU:0")["current"]
-    except ValueError as error:  # allocator without statistics
-        pytest.skip(f"CPU allocator statistics unavailable: {error}")
+    before = _allocator_stats(tf)["current"]
     read()
     grown = tf.config.experimental.get_memory_info("CPU:0")["peak"] - before
     nbytes = int(np.prod(kernel.shape)) * 4
     assert grown < nbytes // 4, f"reading an {nbytes}-byte LSTM kernel allocated {grown} bytes (copy-on-read)"
+
+
+def test_loading_keeps_weights_out_of_tensorflows_allocator_pool(small_files):
+    """The variables adopt the host buffers the file was read into (elmo_keras.host_memory): TensorFlow's CPU
+    allocator, whose pool never shrinks, hands out (almost) nothing while loading, and the weights are exact."""
+    import tensorflow as tf
+
+    _allocator_stats(tf)
+    bilm = ek.BiLM.from_pretrained(*small_files)
+    peak = tf.config.experimental.get_memory_info("CPU:0")["peak"]
+    weights = read_weights_hdf5(small_files[1], bilm.options)
+    nbytes = sum(a.nbytes for a in weights.values())
+    assert peak < nbytes // 20, f"loading {nbytes} bytes of weights took {peak} bytes from TensorFlow's allocator"
+    for name, value in bilm.get_weight_arrays().items():
+        np.testing.assert_array_equal(value, weights[name])
+    out = bilm(ek.batch_to_ids([["Weights", "live", "in", "host", "pages", "."]]))["layers"]
+    assert all(np.isfinite(np.asarray(layer)).all() for layer in out)

@@ -2,7 +2,8 @@
 
 Building the released 93.6M-parameter biLM with random (Glorot) initial values costs about 300 MB of transient
 memory on top of the variables, all overwritten right away by the loaded weights; inside
-:func:`weights_loaded_next` the variables start as zeros instead.
+:func:`weights_loaded_next` the variables start as zeros instead, in host buffers whose pages are never touched
+(:mod:`elmo_keras.host_memory`): they cost no resident memory until the loaded weights replace them.
 """
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import contextvars
 from collections.abc import Iterator
 
 import keras
+
+from elmo_keras.host_memory import host_tensor, host_zeros
 
 _LOADING = contextvars.ContextVar("elmo_keras_weights_loaded_next", default=False)
 
@@ -25,6 +28,16 @@ def weights_loaded_next() -> Iterator[None]:
         _LOADING.reset(token)
 
 
+class _Unloaded(keras.initializers.Initializer):
+    """Zeros in an untouched host buffer (see :mod:`elmo_keras.host_memory`), replaced by the loaded weights."""
+
+    def __call__(self, shape, dtype=None):
+        dtype = keras.backend.standardize_dtype(dtype or "float32")
+        if dtype != "float32":  # e.g. a bfloat16 policy: NumPy has no such type, TensorFlow's zeros then
+            return keras.initializers.Zeros()(shape, dtype)
+        return host_tensor(host_zeros(tuple(shape)))
+
+
 def initializer(default: str | keras.initializers.Initializer) -> str | keras.initializers.Initializer:
-    """``default``, or "zeros" inside :func:`weights_loaded_next`."""
-    return "zeros" if _LOADING.get() else default
+    """``default``, or untouched zeros inside :func:`weights_loaded_next`."""
+    return _Unloaded() if _LOADING.get() else default

@@ -8,7 +8,8 @@ Cell (TF gate order i, j, f, o; forget bias +1)::
 
 Both directions are processed together: the backward stack reads the time axis reversed, and state is
 only updated at unmasked steps, so each sentence is read backwards from its own last token (padding never
-leaks in). The input-to-gate products of all steps are one large matmul per direction;
+leaks in). The input-to-gate products of many steps are one large matmul per direction (all steps when
+trainable, ``TIME_CHUNK`` steps at a time when frozen, which bounds inference memory);
 only h_{t-1} W_h and the projection stay in the per-step loop, as one plain GEMM per direction (each in
 its fast 2-D shape, independent, so the executor's inter-op threads can run the two directions side by
 side). The loops are ``tf.while_loop`` s (TensorFlow backend).
@@ -21,6 +22,8 @@ from keras import ops
 
 from elmo_keras.deprecation import renamed_arguments
 from elmo_keras.layers.initializers import initializer
+
+TIME_CHUNK = 16  # steps whose input-to-gate products a frozen LSTM computes in one GEMM
 
 
 @keras.saving.register_keras_serializable(package="elmo_keras")
@@ -118,30 +121,45 @@ class ProjectedBiLSTM(keras.layers.Layer):
         """Layer ``k``, both directions in one loop: xs, masks: per direction [T, B, P] / [T, B, 1] in processing
         order; c, h: per direction [B, D] / [B, P] -> (per direction h_seq [T, B, P], (c, h)).
 
-        The input-to-gate products of all steps are one large GEMM per direction; each step then runs one
-        recurrent and one projection GEMM per direction.
+        The input-to-gate products are one large GEMM per direction: over all steps when trainable (a
+        TensorArray of them, whose gradient is per step), else over ``TIME_CHUNK`` steps at a time (so a long
+        batch never holds [T, B, 4D] of them). Each step then runs one recurrent and one projection GEMM per
+        direction.
         """
         weights = [self._direction_weights(k, direction) for direction in (0, 1)]
         steps = tf.shape(xs[0])[0]
-        gates_all = [tf.einsum("tbp,pg->tbg", x, w_x) + b for x, (w_x, _, b, _) in zip(xs, weights)]
-        if self.trainable:  # a TensorArray's gradient is per step (indexing would add up dense [T, B, 4D] ones)
-            gate_reads = [tf.TensorArray(g.dtype, size=steps).unstack(g).read for g in gates_all]
-        else:  # inference: index the gates in place (a TensorArray would hold a second copy of all of them)
-            gate_reads = [g.__getitem__ for g in gates_all]
         out_tas = [tf.TensorArray(h[0].dtype, size=steps) for _ in (0, 1)]
 
-        def body(t, c, h, out_tas):
-            new_c, new_h, new_out = [], [], []
-            for direction, (_, w_h, _, w_p) in enumerate(weights):
-                gates = gate_reads[direction](t) + tf.matmul(h[direction], w_h)
-                c_t, h_t = self._cell(gates, c[direction], w_p)
-                m = masks[direction][t]
-                new_c.append(tf.where(m, c_t, c[direction]))
-                new_h.append(tf.where(m, h_t, h[direction]))
-                new_out.append(out_tas[direction].write(t, tf.where(m, h_t, tf.zeros_like(h_t))))
-            return t + 1, new_c, new_h, new_out
+        def input_gates(start, end):
+            return [tf.einsum("tbp,pg->tbg", x[start:end], w_x) + b for x, (w_x, _, b, _) in zip(xs, weights)]
 
-        _, c, h, out_tas = tf.while_loop(lambda t, *_: t < steps, body, (0, list(c), list(h), out_tas))
+        def run_steps(start, end, gate_reads, c, h, out_tas):
+            def body(t, c, h, out_tas):
+                new_c, new_h, new_out = [], [], []
+                for direction, (_, w_h, _, w_p) in enumerate(weights):
+                    gates = gate_reads[direction](t) + tf.matmul(h[direction], w_h)
+                    c_t, h_t = self._cell(gates, c[direction], w_p)
+                    m = masks[direction][t]
+                    new_c.append(tf.where(m, c_t, c[direction]))
+                    new_h.append(tf.where(m, h_t, h[direction]))
+                    new_out.append(out_tas[direction].write(t, tf.where(m, h_t, tf.zeros_like(h_t))))
+                return t + 1, new_c, new_h, new_out
+
+            return tf.while_loop(lambda t, *_: t < end, body, (start, c, h, out_tas))[1:]
+
+        if self.trainable:
+            gate_reads = [tf.TensorArray(g.dtype, size=steps).unstack(g).read for g in input_gates(0, steps)]
+            c, h, out_tas = run_steps(0, steps, gate_reads, list(c), list(h), out_tas)
+        else:
+            def chunk(start, c, h, out_tas):
+                end = tf.minimum(start + TIME_CHUNK, steps)
+                gates = input_gates(start, end)
+                reads = [lambda t, g=g: g[t - start] for g in gates]
+                return (end, *run_steps(start, end, reads, c, h, out_tas))
+
+            # parallel_iterations=1: one chunk at a time (otherwise the loop runs ahead and holds every chunk's gates)
+            _, c, h, out_tas = tf.while_loop(lambda start, *_: start < steps, chunk, (0, list(c), list(h), out_tas),
+                                             parallel_iterations=1)
         h_seqs = [ta.stack() for ta in out_tas]
         for h_seq in h_seqs:
             h_seq.set_shape([None, None, self.projection_dim])
