@@ -9,9 +9,11 @@ import tensorflow as tf
 
 from elmo_keras.cpu import auto_dtype
 from elmo_keras.layers.bilm import BiLM
-from elmo_keras.text import batch_to_ids, encode_token_lists
+from elmo_keras.text import batch_to_ids, boundary_char_ids, encode_token_lists
 
-_DTYPES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "mixed_bfloat16": "mixed_bfloat16"}
+# "bfloat16": weights stored in bfloat16 (cast once when loaded); the same numbers as "mixed_bfloat16" (float32
+# weights cast to bfloat16 in every call), faster and half the weight memory.
+_DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "mixed_bfloat16": "mixed_bfloat16"}
 
 
 def _check_dtype(dtype: str) -> None:
@@ -36,11 +38,15 @@ class ElmoEmbedder:
         :mod:`elmo_keras.download`); or give ``bilm=`` a built BiLM.
       dtype: "auto" (default): "bfloat16" where the CPU has bf16 matrix units (AMX or AVX512-BF16), else
         "float32"; the choice is logged (see :func:`elmo_keras.cpu.auto_dtype`). "float32" is exact; "bfloat16"
-        is the Keras ``mixed_bfloat16`` policy (bf16 matmuls, float32 weights): about twice as fast on such
-        CPUs, several times slower on others, and only close to float32. Ignored when ``bilm=`` is given.
+        keeps the weights in bfloat16 (cast once when loaded; the cell state stays float32): about twice as
+        fast on such CPUs, several times slower on others, and only close to float32. "mixed_bfloat16" (the
+        Keras policy: float32 weights cast in every call) gives the same numbers, more slowly. Ignored when
+        ``bilm=`` is given.
       token_cache: words whose char-CNN vectors are computed once up front (the original's token-embedding
         dump); with ``cache_new_tokens`` every new word type is cached when first seen, up to
-        ``max_cache_size`` types. Either way the char CNN runs once per distinct word of a batch.
+        ``max_cache_size`` types. Either way the char CNN runs once per distinct word of a batch. The vectors
+        of the sentence boundaries <S> and </S> are computed once, when the embedder is made (like the
+        weights, they are taken to stay fixed).
       batch_size: sentences per batch; chunk_size: sentences sorted together (bounds memory and latency);
         char_cnn_batch: words per char-CNN call (bounds the convolution activations, i.e. peak memory).
       jit_compile: run the LSTMs with XLA; batches are then padded to ``batch_size`` rows and a multiple of
@@ -69,7 +75,9 @@ class ElmoEmbedder:
         p = bilm.projection_dim
         self._encode = tf.function(lambda ids: bilm.char_cnn(ids),
                                    input_signature=[tf.TensorSpec([None, chars], tf.int32)])
-        self._context = tf.function(lambda emb, mask: bilm((emb, mask))["layers"],
+        # <S> and </S> through the char CNN once, not in every call (a batch-1 call would pay ~10% for them)
+        boundaries = self._encode(boundary_char_ids(chars)) if bilm.add_sentence_boundaries else None
+        self._context = tf.function(lambda emb, mask: bilm((emb, mask), boundary_embeddings=boundaries)["layers"],
                                     input_signature=[tf.TensorSpec([None, None, p], tf.float32),
                                                      tf.TensorSpec([None, None], tf.bool)],
                                     jit_compile=jit_compile)

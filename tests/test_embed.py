@@ -56,6 +56,15 @@ def test_bfloat16_is_close_to_float32(fixture_files, reference):
         assert cos.min() >= 0.99, cos.min()
 
 
+def test_bfloat16_weights_give_the_numbers_of_mixed_bfloat16(fixture_files):
+    """dtype="bfloat16" stores the weights in bfloat16 once; "mixed_bfloat16" casts float32 weights in every call:
+    the same roundings, so the same vectors."""
+    stored, mixed = (ElmoEmbedder(*fixture_files, dtype=d) for d in ("bfloat16", "mixed_bfloat16"))
+    assert stored.bilm.encoder.kernels[0].dtype == "bfloat16" and mixed.bilm.encoder.kernels[0].dtype == "float32"
+    for a, b in zip(stored.embed_sentences(SENTENCES), mixed.embed_sentences(SENTENCES)):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+
+
 def test_single_sentence_and_empty_input(fixture_files, reference):
     embedder = ElmoEmbedder(*fixture_files, dtype="float32")
     np.testing.assert_allclose(embedder.embed_sentence(SENTENCES[0]), reference[0], atol=1e-6)
@@ -95,7 +104,7 @@ def test_cpu_flags_parses_cpuinfo(tmp_path):
     assert cpu_flags(str(tmp_path / "missing")) == frozenset()
 
 
-@pytest.mark.parametrize("flags, policy", [({"avx2", "fma"}, "float32"), ({"avx512_bf16"}, "mixed_bfloat16")])
+@pytest.mark.parametrize("flags, policy", [({"avx2", "fma"}, "float32"), ({"avx512_bf16"}, "bfloat16")])
 def test_auto_is_the_default_and_never_bfloat16_without_the_flags(fixture_files, monkeypatch, flags, policy):
     monkeypatch.setattr(cpu, "cpu_flags", lambda path="/proc/cpuinfo": frozenset(flags))
     assert ElmoEmbedder(*fixture_files).bilm.dtype_policy.name == policy

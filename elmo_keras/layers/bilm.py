@@ -183,13 +183,16 @@ class BiLM(keras.layers.Layer):
         emb = self.char_cnn(ids)  # [2, P]
         return emb[0], emb[1]
 
-    def call(self, inputs):
+    def call(self, inputs, boundary_embeddings=None):
+        """``boundary_embeddings``: optional [2, P] char-CNN vectors of <S> and </S> (computed once by a caller
+        that runs the biLM many times, e.g. ElmoEmbedder); by default they are computed in every call."""
         if isinstance(inputs, (tuple, list)):  # (token vectors [B, T, P], mask [B, T]): e.g. from a token cache
-            return self._contextualize(*inputs)
+            return self._contextualize(*inputs, boundary_embeddings=boundary_embeddings)
         char_ids = check_char_ids(inputs, self.max_characters_per_token, self.options["char_cnn"]["n_characters"])
-        return self._contextualize(self.char_cnn(char_ids), ops.any(char_ids > 0, axis=-1))
+        return self._contextualize(self.char_cnn(char_ids), ops.any(char_ids > 0, axis=-1),
+                                   boundary_embeddings=boundary_embeddings)
 
-    def _contextualize(self, token_embeddings, mask):
+    def _contextualize(self, token_embeddings, mask, boundary_embeddings=None):
         mask = ops.cast(mask, "bool")
         lengths = ops.sum(ops.cast(mask, "int32"), axis=1)
         tf.debugging.assert_equal(
@@ -198,7 +201,7 @@ class BiLM(keras.layers.Layer):
         fmask = ops.cast(mask, self.compute_dtype)[..., None]
         tokens = ops.cast(token_embeddings, self.compute_dtype) * fmask  # [B, T, P]
         if self.add_sentence_boundaries:
-            encoder_inputs, encoder_mask = self._add_boundaries(tokens, lengths)
+            encoder_inputs, encoder_mask = self._add_boundaries(tokens, lengths, boundary_embeddings)
         else:
             encoder_inputs, encoder_mask = tokens, mask
         encoder_outputs = self._run_encoder(encoder_inputs, encoder_mask)
@@ -208,10 +211,13 @@ class BiLM(keras.layers.Layer):
         layers += [out * fmask for out in encoder_outputs]
         return {"layers": layers, "mask": mask}
 
-    def _add_boundaries(self, tokens, lengths):
+    def _add_boundaries(self, tokens, lengths, boundary_embeddings=None):
         """[B, T, P] -> [B, T + 2, P] with <S> at position 0 and </S> right after each row's last token."""
         batch, steps, p = ops.shape(tokens)[0], ops.shape(tokens)[1], self.projection_dim
-        bos, eos = self._boundary_embeddings()
+        if boundary_embeddings is None:
+            bos, eos = self._boundary_embeddings()
+        else:
+            bos, eos = ops.unstack(ops.cast(boundary_embeddings, tokens.dtype), 2)
         with_bounds = ops.concatenate([ops.broadcast_to(bos, (batch, 1, p)), tokens,
                                        ops.zeros((batch, 1, p), tokens.dtype)], axis=1)
         positions = ops.arange(steps + 2)[None, :]
