@@ -81,6 +81,9 @@ class ElmoEmbedder:
                                     input_signature=[tf.TensorSpec([None, None, p], tf.float32),
                                                      tf.TensorSpec([None, None], tf.bool)],
                                     jit_compile=jit_compile)
+        # a lone sentence with new words: char CNN and biLM in one call (no round trip through NumPy between them)
+        self._whole = tf.function(lambda ids: bilm(ids, boundary_embeddings=boundaries)["layers"],
+                                  input_signature=[tf.TensorSpec([None, None, chars], tf.int32)])
         if token_cache is not None:
             self.add_to_cache(token_cache)
 
@@ -117,6 +120,8 @@ class ElmoEmbedder:
         """Token lists -> one float32 array [n_layers + 1, n_tokens, 2P] per sentence (same order)."""
         if not sentences:
             return []
+        if len(sentences) == 1 and not self.jit_compile and any(w not in self.cache for w in sentences[0]):
+            return [self._embed_uncached_sentence(sentences[0])]
         encode_token_lists(sentences)  # checks every token (clear errors), without building char ids twice
         vocab = list(dict.fromkeys(t for s in sentences for t in s))
         p = self.bilm.projection_dim
@@ -134,6 +139,15 @@ class ElmoEmbedder:
         mask = np.arange(width)[None, :] < np.array(lengths + [0] * (rows - len(lengths)))[:, None]
         layers = np.stack([layer.numpy().astype(np.float32) for layer in self._context(emb, mask)], axis=1)
         return [layers[row, :, :n] for row, n in enumerate(lengths)]
+
+    def _embed_uncached_sentence(self, sentence: Sequence[str]) -> np.ndarray:
+        """One sentence with words not in the cache -> [n_layers + 1, n_tokens, 2P], in one model call; its word
+        vectors (the first half of layer 0) go into the cache as the two-call path would put them."""
+        layers = np.stack([layer.numpy()[0].astype(np.float32) for layer in self._whole(batch_to_ids([sentence]))])
+        new = {w: v for w, v in zip(sentence, layers[0, :, :self.bilm.projection_dim]) if w not in self.cache}
+        if self.cache_new_tokens and len(self.cache) + len(new) <= self.max_cache_size:
+            self.cache.update((w, v.copy()) for w, v in new.items())
+        return layers
 
     def embed_sentences(self, sentences: Iterable[Sequence[str]], batch_size: int | None = None
                         ) -> Iterator[np.ndarray]:

@@ -56,6 +56,20 @@ def test_bfloat16_is_close_to_float32(fixture_files, reference):
         assert cos.min() >= 0.99, cos.min()
 
 
+def test_a_lone_uncached_sentence_takes_one_call_with_the_same_vectors_and_cache(fixture_files, reference):
+    """embed_sentence with new words runs char CNN and biLM in one call: same vectors as the reference, and the
+    cache gets the char-CNN vectors the two-call path computes."""
+    embedder = ElmoEmbedder(*fixture_files, dtype="float32")
+    embedder.add_to_cache(SENTENCES[0][:2])  # some words cached, some not
+    np.testing.assert_allclose(embedder.embed_sentence(SENTENCES[0]), reference[0], atol=1e-6)
+    assert set(embedder.cache) == set(SENTENCES[0])
+    words = sorted(embedder.cache)
+    np.testing.assert_allclose(np.stack([embedder.cache[w] for w in words]), embedder._char_cnn(words), atol=1e-6)
+    full = ElmoEmbedder(*fixture_files, dtype="float32", max_cache_size=1)  # no room: nothing cached
+    full.embed_sentence(SENTENCES[0])
+    assert full.cache == {}
+
+
 def test_bfloat16_weights_give_the_numbers_of_mixed_bfloat16(fixture_files):
     """dtype="bfloat16" stores the weights in bfloat16 once; "mixed_bfloat16" casts float32 weights in every call:
     the same roundings, so the same vectors."""
