@@ -129,9 +129,8 @@ def _embed_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", choices=tuple(_EMBED_DTYPES), default="auto",
                         help="auto: compute in bfloat16 where the CPU has bf16 matrix units (AMX, AVX512-BF16), "
                              "else float32 (logged), store float32; float32: compute and store float32; "
-                             "float16: compute float32, store float16 (half "
-                             "the disk); bfloat16: compute in mixed bfloat16 (fast only on CPUs with bf16 units), "
-                             "store float32")
+                             "float16: compute float32, store float16 (half the disk); bfloat16: compute in "
+                             "bfloat16, weights cast once (fast only on CPUs with bf16 units), store float32")
     parser.add_argument("--long", type=_at_least(0), default=400, metavar="N",
                         help="report lines longer than N tokens (they are embedded in full)")
     parser.add_argument("--shard-lines", type=_at_least(1), default=1024, metavar="N",
