@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from elmo_keras.cpu import auto_dtype
 from elmo_keras.layers.bilm import BiLM
-from elmo_keras.text import batch_to_ids, boundary_char_ids, encode_token_lists
+from elmo_keras.text import batch_to_ids, encode_token_lists
 
 # "bfloat16": weights stored in bfloat16 (cast once when loaded); the same numbers as "mixed_bfloat16" (float32
 # weights cast to bfloat16 in every call), faster and half the weight memory.
@@ -76,7 +76,7 @@ class ElmoEmbedder:
         self._encode = tf.function(lambda ids: bilm.char_cnn(ids),
                                    input_signature=[tf.TensorSpec([None, chars], tf.int32)])
         # <S> and </S> through the char CNN once, not in every call (a batch-1 call would pay ~10% for them)
-        boundaries = self._encode(boundary_char_ids(chars)) if bilm.add_sentence_boundaries else None
+        boundaries = bilm.boundary_embeddings() if bilm.add_sentence_boundaries else None
         self._context = tf.function(lambda emb, mask: bilm((emb, mask), boundary_embeddings=boundaries)["layers"],
                                     input_signature=[tf.TensorSpec([None, None, p], tf.float32),
                                                      tf.TensorSpec([None, None], tf.bool)],
@@ -106,14 +106,16 @@ class ElmoEmbedder:
         return np.concatenate(parts).astype(np.float32) if parts else np.zeros((0, self.bilm.projection_dim),
                                                                                 np.float32)
 
+    def _remember(self, computed: dict[str, np.ndarray]) -> None:
+        """Cache newly computed word vectors, all of them or (no room left) none."""
+        if self.cache_new_tokens and len(self.cache) + len(computed) <= self.max_cache_size:
+            self.cache.update(computed)
+
     def _token_vectors(self, words: Sequence[str]) -> np.ndarray:
         """Distinct words -> [n, P] float32, from the cache or the char CNN (run once per distinct word)."""
         missing = [w for w in words if w not in self.cache]
-        computed = {}
-        if missing:
-            computed = dict(zip(missing, self._char_cnn(missing)))
-            if self.cache_new_tokens and len(self.cache) + len(missing) <= self.max_cache_size:
-                self.cache.update(computed)
+        computed = dict(zip(missing, self._char_cnn(missing))) if missing else {}
+        self._remember(computed)
         return np.stack([self.cache[w] if w in self.cache else computed[w] for w in words])
 
     def embed_batch(self, sentences: Sequence[Sequence[str]]) -> list[np.ndarray]:
@@ -144,9 +146,8 @@ class ElmoEmbedder:
         """One sentence with words not in the cache -> [n_layers + 1, n_tokens, 2P], in one model call; its word
         vectors (the first half of layer 0) go into the cache as the two-call path would put them."""
         layers = np.stack([layer.numpy()[0].astype(np.float32) for layer in self._whole(batch_to_ids([sentence]))])
-        new = {w: v for w, v in zip(sentence, layers[0, :, :self.bilm.projection_dim]) if w not in self.cache}
-        if self.cache_new_tokens and len(self.cache) + len(new) <= self.max_cache_size:
-            self.cache.update((w, v.copy()) for w, v in new.items())
+        self._remember({w: v.copy() for w, v in zip(sentence, layers[0, :, :self.bilm.projection_dim])
+                        if w not in self.cache})
         return layers
 
     def embed_sentences(self, sentences: Iterable[Sequence[str]], batch_size: int | None = None

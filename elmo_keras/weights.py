@@ -162,10 +162,7 @@ def set_weight_arrays(bilm: keras.Layer,
             raise InputError(f"weight '{name}' has shape {value.shape}, expected {expected}")
         assigned.add(name)
         buffer, filled = staged.setdefault(variable.path, (host_zeros(tuple(variable.shape)), set()))
-        if index is None:
-            buffer[...] = value
-        else:
-            buffer[index] = value
+        buffer[... if index is None else index] = value
         filled.add(index)
         if index is None or len(filled) == variable.shape[0]:
             del staged[variable.path]

@@ -178,10 +178,9 @@ class BiLM(keras.layers.Layer):
             c.assign(ops.zeros(c.shape, c.dtype))
             h.assign(ops.zeros(h.shape, h.dtype))
 
-    def _boundary_embeddings(self):
-        ids = ops.convert_to_tensor(boundary_char_ids(self.max_characters_per_token))
-        emb = self.char_cnn(ids)  # [2, P]
-        return emb[0], emb[1]
+    def boundary_embeddings(self):
+        """The char-CNN vectors of <S> and </S>: [2, P] (what :meth:`call` adds around each sentence)."""
+        return self.char_cnn(ops.convert_to_tensor(boundary_char_ids(self.max_characters_per_token)))
 
     def call(self, inputs, boundary_embeddings=None):
         """``boundary_embeddings``: optional [2, P] char-CNN vectors of <S> and </S> (computed once by a caller
@@ -215,9 +214,8 @@ class BiLM(keras.layers.Layer):
         """[B, T, P] -> [B, T + 2, P] with <S> at position 0 and </S> right after each row's last token."""
         batch, steps, p = ops.shape(tokens)[0], ops.shape(tokens)[1], self.projection_dim
         if boundary_embeddings is None:
-            bos, eos = self._boundary_embeddings()
-        else:
-            bos, eos = ops.unstack(ops.cast(boundary_embeddings, tokens.dtype), 2)
+            boundary_embeddings = self.boundary_embeddings()
+        bos, eos = ops.unstack(ops.cast(boundary_embeddings, tokens.dtype), 2)
         with_bounds = ops.concatenate([ops.broadcast_to(bos, (batch, 1, p)), tokens,
                                        ops.zeros((batch, 1, p), tokens.dtype)], axis=1)
         positions = ops.arange(steps + 2)[None, :]
