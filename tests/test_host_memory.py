@@ -3,14 +3,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from elmo_keras.host_memory import ALIGNMENT, host_tensor, host_zeros
+from elmo_keras.host_memory import host_tensor, host_zeros
 
 
-def test_host_zeros_are_aligned_zeros_of_the_shape():
+@pytest.mark.parametrize("populate", [False, True])
+def test_host_zeros_are_aligned_zeros_of_the_shape(populate):
     for shape in [(3, 5), (0,), (2, 1024, 17)]:
-        array = host_zeros(shape)
+        array = host_zeros(shape, populate=populate)
         assert array.shape == shape and array.dtype == np.float32 and array.flags.writeable
-        assert array.ctypes.data % ALIGNMENT == 0 and not array.any()
+        assert array.ctypes.data % 4096 == 0 and not array.any()  # page-aligned (more than TensorFlow needs)
 
 
 def test_host_tensor_shares_the_buffer_and_a_variable_adopts_it():

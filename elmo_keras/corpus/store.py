@@ -4,6 +4,8 @@ A shard ``shard-KKKKKK.h5`` holds lines ``K * shard_lines ...`` of the input: ``
 concatenated: [L, T, D] for ``layers="all"``, [T, D] for top/average; float32 or float16) and ``offsets``
 (int64 [n + 1]: line ``first + j`` is tokens ``offsets[j]:offsets[j + 1]``). Each shard is written whole under a
 temporary name and renamed, so a shard file that exists is complete. ``manifest.json`` says what the run is.
+Shards and the hdf5 assembly have HDF5 allocate their datasets, then write the values themselves with
+:class:`~elmo_keras.corpus.direct_io.RawWriter`, mostly past the page cache.
 """
 from __future__ import annotations
 
@@ -17,8 +19,10 @@ from collections.abc import Iterator, Sequence
 import h5py
 import numpy as np
 
+from elmo_keras.corpus.direct_io import BLOCK, RawWriter
 from elmo_keras.errors import InputError
 from elmo_keras.files import TMP_SUFFIX, atomic_file, fsync_path, usual_permissions
+from elmo_keras.host_memory import host_zeros
 
 MANIFEST = "manifest.json"
 FORMAT_NAME = "elmo_keras.embeddings"
@@ -48,7 +52,8 @@ def token_slice(ndim: int, start: int, stop: int) -> tuple[slice, ...]:
 
 def drop_cached(path: str) -> None:
     """Let the kernel drop the pages of ``path`` (fsync'd, so clean) from the page cache: output streamed to disk
-    is not read back, and the next writes recycle those pages, much cheaper than taking fresh ones."""
+    is not read back, and the next writes recycle those pages, much cheaper than taking fresh ones. (Most values
+    never enter the page cache: this is for HDF5's metadata, and for file systems without ``O_DIRECT``.)"""
     if not hasattr(os, "posix_fadvise"):  # macOS
         return
     fd = os.open(path, os.O_RDONLY)
@@ -59,18 +64,57 @@ def drop_cached(path: str) -> None:
 
 
 class Scratch:
-    """A growing buffer that :func:`write_shard` assembles shards in: reused, so its pages are not faulted in
-    (and zeroed) anew for every shard. One per writing thread."""
+    """A growing page-aligned buffer that arrays are assembled in before :class:`RawWriter` writes them: reused,
+    so its pages are not faulted in (and zeroed) anew for every shard. One per writing thread."""
 
     def __init__(self) -> None:
-        self._bytes = np.empty(0, np.uint8)
+        self._bytes = host_zeros((0,), np.uint8)
 
-    def array(self, shape: Sequence[int], dtype: str) -> np.ndarray:
-        """An uninitialised array over the buffer, valid until the next call."""
+    def array(self, shape: Sequence[int], dtype: str | np.dtype) -> np.ndarray:
+        """An uninitialised array over the buffer (block-aligned), valid until the next call."""
         nbytes = math.prod(shape) * np.dtype(dtype).itemsize
-        if self._bytes.size < nbytes:
-            self._bytes = np.empty(nbytes + nbytes // 4, np.uint8)  # room for somewhat larger shards
+        if self._bytes.size < nbytes:  # with room for somewhat larger shards
+            self._bytes = host_zeros((nbytes + nbytes // 4,), np.uint8, populate=True)
         return self._bytes[:nbytes].view(dtype).reshape(shape)
+
+
+def raw_data_creation() -> h5py.h5p.PropDCID:
+    """Dataset creation properties for raw data we write ourselves: allocated at creation, never filled by HDF5
+    (and no timestamps, as h5py's default)."""
+    creation = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    creation.set_obj_track_times(False)
+    creation.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
+    creation.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
+    return creation
+
+
+def allocate_dataset(group: h5py.h5g.GroupID, name: str, shape: Sequence[int], file_type: h5py.h5t.TypeID,
+                     creation: h5py.h5p.PropDCID) -> int | None:
+    """Create dataset ``name`` of ``file_type`` (``h5py.h5t.py_create(dtype)``) with ``creation``
+    (:func:`raw_data_creation`) -> the file offset of its raw data, to be written with :class:`RawWriter` (None
+    when it is empty)."""
+    dataset = h5py.h5d.create(group, name.encode(), file_type, h5py.h5s.create_simple(tuple(shape)), dcpl=creation)
+    return dataset.get_offset() if math.prod(shape) else None
+
+
+def adjacent_runs(starts: Sequence[int | None], sizes: Sequence[int], max_bytes: int
+                  ) -> list[tuple[int, list[int]]]:
+    """Datasets whose raw data (``starts[j]``, ``sizes[j]`` bytes; None: empty) lie back to back in the file ->
+    ``(file offset, [dataset indices])`` per run of adjacent ones, each run at most ``max_bytes`` long unless it
+    is a single dataset."""
+    runs: list[tuple[int, list[int]]] = []
+    end = length = None
+    for j, (start, size) in enumerate(zip(starts, sizes)):
+        if start is None:
+            continue
+        if start == end and length + size <= max_bytes:
+            runs[-1][1].append(j)
+            length += size
+        else:
+            runs.append((start, [j]))
+            length = size
+        end = start + size
+    return runs
 
 
 def write_shard(path: str, arrays: Sequence[np.ndarray], first_line: int, storage_dtype: str,
@@ -81,12 +125,16 @@ def write_shard(path: str, arrays: Sequence[np.ndarray], first_line: int, storag
     shape = list(arrays[0].shape)
     shape[axis] = int(offsets[-1])
     values = (scratch or Scratch()).array(shape, storage_dtype)
-    np.concatenate(arrays, axis=axis, out=values)  # one HDF5 write below, converted to storage_dtype by numpy
+    np.concatenate(arrays, axis=axis, out=values)  # converted to storage_dtype by numpy
     with atomic_file(path) as tmp:
-        with h5py.File(tmp, "w") as f:
-            f.create_dataset("values", data=values)
+        # every object of a block or more (the values) at a block-aligned offset: written past the page cache
+        with h5py.File(tmp, "w", alignment_threshold=BLOCK, alignment_interval=BLOCK) as f:
+            start = allocate_dataset(f.id, "values", shape, h5py.h5t.py_create(values.dtype), raw_data_creation())
             f.create_dataset("offsets", data=offsets)
             f.attrs["first_line"] = first_line
+        if start is not None:
+            with RawWriter(tmp) as raw:
+                raw.write(start, values)
     drop_cached(path)
 
 
@@ -249,7 +297,8 @@ class Assembly:
         self.dtype = manifest["storage_dtype"]
         self.added: set[int] = set()
 
-    def _store(self, line: int, array: np.ndarray) -> None:
+    def _store_lines(self, first_line: int, arrays: Sequence[np.ndarray]) -> None:
+        """Store ``arrays`` as lines ``first_line ...``."""
         raise NotImplementedError
 
     def _store_index(self, sentence_to_index: dict[str, list[int]]) -> None:
@@ -257,8 +306,7 @@ class Assembly:
 
     def add(self, shard: int, arrays: Sequence[np.ndarray]) -> None:
         """Store the lines of ``shard`` (one array per line)."""
-        for line, array in enumerate(arrays, start=shard * self.manifest["shard_lines"]):
-            self._store(line, array)
+        self._store_lines(shard * self.manifest["shard_lines"], arrays)
         self.added.add(shard)
 
     def add_committed(self) -> None:
@@ -286,20 +334,35 @@ class Assembly:
 class HDF5Assembly(Assembly):
     """One dataset per line index plus ``sentence_to_index`` (and ``lines``, ``layers`` attributes)."""
 
+    #: HDF5 groups the per-line metadata (object headers, names) in blocks this large, so that the raw data of
+    #: consecutive lines lie back to back in the file and a shard's values go out in a few large writes
+    metadata_block = 1 << 20
+    #: bytes staged (and written) at a time: bounds the staging buffer
+    write_bytes = 16 << 20
+
     def __init__(self, folder: str, manifest: dict):
         super().__init__(folder, manifest)
-        self.file = h5py.File(self.path, "w")
+        self.file = h5py.File(self.path, "w", meta_block_size=self.metadata_block)
+        self._raw = RawWriter(self.path)
+        self._creation = raw_data_creation()
         self._file_type = h5py.h5t.py_create(np.dtype(self.dtype))
-        self._creation = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
-        self._creation.set_obj_track_times(False)  # as h5py's create_dataset
+        self._scratch = Scratch()
 
-    def _store(self, line: int, array: np.ndarray) -> None:
+    def _store_lines(self, first_line: int, arrays: Sequence[np.ndarray]) -> None:
         # h5py's low-level API: a fraction of create_dataset's Python work (and GIL time) per line
-        array = np.ascontiguousarray(array, dtype=self.dtype)
-        dataset = h5py.h5d.create(self.file.id, str(line).encode(), self._file_type,
-                                  h5py.h5s.create_simple(array.shape), dcpl=self._creation)
-        if array.size:
-            dataset.write(h5py.h5s.ALL, h5py.h5s.ALL, array)
+        dtype = np.dtype(self.dtype)
+        starts = [allocate_dataset(self.file.id, str(line), array.shape, self._file_type, self._creation)
+                  for line, array in enumerate(arrays, start=first_line)]
+        sizes = [array.size * dtype.itemsize for array in arrays]
+        for start, run in adjacent_runs(starts, sizes, self.write_bytes):
+            # staged at the run's offset within a block, so the whole blocks inside it can be written directly
+            lead = start % BLOCK
+            staged = self._scratch.array((lead + sum(sizes[j] for j in run),), np.uint8)[lead:]
+            position = 0
+            for j in run:
+                staged[position:position + sizes[j]].view(dtype).reshape(arrays[j].shape)[...] = arrays[j]
+                position += sizes[j]
+            self._raw.write(start, staged)
 
     def add(self, shard: int, arrays: Sequence[np.ndarray]) -> None:
         super().add(shard, arrays)
@@ -313,9 +376,11 @@ class HDF5Assembly(Assembly):
         self.file.attrs["lines"] = self.manifest["input"]["lines"]
         self.file.attrs["layers"] = self.manifest["layers"]
         self.file.close()
+        self._raw.close()
 
     def discard(self) -> None:
         self.file.close()
+        self._raw.close()
         os.remove(self.path)
 
 
@@ -327,8 +392,9 @@ class NpyAssembly(Assembly):
         os.mkdir(self.path)
         usual_permissions(self.path)
 
-    def _store(self, line: int, array: np.ndarray) -> None:
-        np.save(os.path.join(self.path, f"{line}.npy"), array.astype(self.dtype))
+    def _store_lines(self, first_line: int, arrays: Sequence[np.ndarray]) -> None:
+        for line, array in enumerate(arrays, start=first_line):
+            np.save(os.path.join(self.path, f"{line}.npy"), array.astype(self.dtype))
 
     def _store_index(self, sentence_to_index: dict[str, list[int]]) -> None:
         with open(os.path.join(self.path, "sentence_to_index.json"), "w", encoding="utf-8") as f:
