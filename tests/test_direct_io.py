@@ -140,6 +140,8 @@ def test_shards_and_hdf5_assembly_read_back_exactly(tmp_path, dtype, width):
     assembly.add_committed()
     built = assembly.finish({})
     expected = [a.astype(dtype) for arrays in lines for a in arrays]
+    data_bytes = sum(a.nbytes for a in expected)
+    assert os.path.getsize(built) < data_bytes + 600 * len(expected) + 64_000  # no big unused metadata block
     with store.ShardedEmbeddings(str(tmp_path), manifest) as shards_read, store.HDF5Embeddings(built) as hdf5_read:
         for i, array in enumerate(expected):
             for got in (shards_read[i], hdf5_read[i]):

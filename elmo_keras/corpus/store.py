@@ -334,15 +334,17 @@ class Assembly:
 class HDF5Assembly(Assembly):
     """One dataset per line index plus ``sentence_to_index`` (and ``lines``, ``layers`` attributes)."""
 
-    #: HDF5 groups the per-line metadata (object headers, names) in blocks this large, so that the raw data of
-    #: consecutive lines lie back to back in the file and a shard's values go out in a few large writes
+    #: HDF5 groups the per-line metadata (object headers, names: a few hundred bytes a line) in blocks of up to
+    #: this size, so that the raw data of consecutive lines lie back to back and a shard's values go out in a few
+    #: large writes (smaller blocks for small inputs: an unused rest would stay in the file as a hole)
     metadata_block = 1 << 20
     #: bytes staged (and written) at a time: bounds the staging buffer
     write_bytes = 16 << 20
 
     def __init__(self, folder: str, manifest: dict):
         super().__init__(folder, manifest)
-        self.file = h5py.File(self.path, "w", meta_block_size=self.metadata_block)
+        block = min(self.metadata_block, max(2048, 512 * manifest["input"]["lines"]))
+        self.file = h5py.File(self.path, "w", meta_block_size=block)
         self._raw = RawWriter(self.path)
         self._creation = raw_data_creation()
         self._file_type = h5py.h5t.py_create(np.dtype(self.dtype))
