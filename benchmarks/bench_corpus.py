@@ -3,9 +3,10 @@
 memory:     `elmo-keras embed` on inputs of 10,000 and 1,000,000 lines (Brown sentences, cycled, cut to at most
             --max-tokens tokens so the million lines fit in minutes), each run in its own process; peak RSS from
             getrusage. The streaming claim: the million-line run stays within +300 MB of the 10,000-line one.
-throughput: the same sentences through `ElmoEmbedder.embed_sentences` (results discarded) and through
-            `embed_file` (scan + embed + write + assembly), alternated in one process, medians of --repeats;
-            before each run the previous run's output is deleted and the file systems synced (untimed).
+throughput: the same sentences (Brown, --sentences lines: 10,000 and 40,000) through
+            `ElmoEmbedder.embed_sentences` (results discarded) and through `embed_file` (scan + embed + write +
+            assembly), alternated in one process, medians of --repeats; before each run the previous run's
+            output is deleted and the file systems synced (untimed).
             The claim: embed_file keeps >= 90% of embed_sentences' tokens/s.
 
     python benchmarks/bench_corpus.py --part memory throughput
@@ -90,37 +91,41 @@ def settle(folder: str) -> None:
 def throughput(args, folder: str) -> dict:
     import elmo_keras as ek
 
-    text = os.path.join(folder, "throughput.txt")
-    tokens = write_corpus(text, args.sentences, None)
-    with open(text, encoding="utf-8") as f:
-        token_lists = [ek.tokenize(line) for line in f]
     embedder = ek.ElmoEmbedder.from_preset(args.preset, **({"dtype": args.model_dtype} if args.model_dtype else {}))
-    for _ in embedder.embed_sentences(token_lists[:2000]):  # warm up: tracing, token cache
-        pass
-
-    def bare() -> None:
-        for _ in embedder.embed_sentences(token_lists):
+    sizes = []
+    for count in args.sentences:
+        text = os.path.join(folder, f"throughput-{count}.txt")
+        tokens = write_corpus(text, count, None)
+        with open(text, encoding="utf-8") as f:
+            token_lists = [ek.tokenize(line) for line in f]
+        embedder.add_to_cache(token for line in token_lists for token in line)  # every run finds all words cached
+        for _ in embedder.embed_sentences(token_lists[:2000]):  # warm up: tracing
             pass
 
-    def pipeline(fmt: str) -> Callable[[], None]:
-        out = os.path.join(folder, f"t.{fmt}")
-        return lambda: ek.embed_file(embedder, text, out, fmt=fmt, progress=False)
+        def bare() -> None:
+            for _ in embedder.embed_sentences(token_lists):
+                pass
 
-    runs: dict[str, list[float]] = {"embed_sentences": [], "embed_file shards": [], "embed_file hdf5": []}
-    for _ in range(args.repeats):
-        for name, fn in [("embed_sentences", bare), ("embed_file shards", pipeline("shards")),
-                         ("embed_file hdf5", pipeline("hdf5"))]:
-            settle(folder)
-            start = time.perf_counter()
-            fn()
-            runs[name].append(tokens / (time.perf_counter() - start))
-            print(f"{name}: {runs[name][-1]:.0f} tokens/s", flush=True)
-    base = statistics.median(runs["embed_sentences"])
-    settings = {"preset": args.preset, "model_dtype": embedder.bilm.dtype_policy.name, "sentences": args.sentences,
-                "repeats": args.repeats, "layers": "all"}
-    return {"settings": settings, "runs": [
-        {"name": name, "tokens": tokens, "tokens_per_s": values, "median": statistics.median(values),
-         "ratio_to_embed_sentences": statistics.median(values) / base} for name, values in runs.items()]}
+        def pipeline(fmt: str) -> Callable[[], None]:
+            out = os.path.join(folder, f"t.{fmt}")
+            return lambda: ek.embed_file(embedder, text, out, fmt=fmt, progress=False)
+
+        runs: dict[str, list[float]] = {"embed_sentences": [], "embed_file shards": [], "embed_file hdf5": []}
+        for _ in range(args.repeats):
+            for name, fn in [("embed_sentences", bare), ("embed_file shards", pipeline("shards")),
+                             ("embed_file hdf5", pipeline("hdf5"))]:
+                settle(folder)
+                start = time.perf_counter()
+                fn()
+                runs[name].append(tokens / (time.perf_counter() - start))
+                print(f"{count} lines, {name}: {runs[name][-1]:.0f} tokens/s", flush=True)
+        base = statistics.median(runs["embed_sentences"])
+        sizes.append({"sentences": count, "tokens": tokens, "runs": [
+            {"name": name, "tokens_per_s": values, "median": statistics.median(values),
+             "ratio_to_embed_sentences": statistics.median(values) / base} for name, values in runs.items()]})
+    settings = {"preset": args.preset, "model_dtype": embedder.bilm.dtype_policy.name, "repeats": args.repeats,
+                "layers": "all", "order": "alternating embed_sentences, shards, hdf5 per repeat"}
+    return {"settings": settings, "sizes": sizes, "machine": machine_info()}
 
 
 def main() -> None:
@@ -130,7 +135,7 @@ def main() -> None:
     parser.add_argument("--max-lines", type=int, default=1_000_000)
     parser.add_argument("--max-tokens", type=int, default=8)
     parser.add_argument("--hdf5-lines", type=int, nargs="*", default=[10_000, 100_000])
-    parser.add_argument("--sentences", type=int, default=10_000)
+    parser.add_argument("--sentences", type=int, nargs="+", default=[10_000, 40_000])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--model-dtype", help="the embedder's dtype for the throughput part (default: its own)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -151,10 +156,13 @@ def main() -> None:
             print(f"peak RSS: {small['peak_rss_mb']:.0f} MB at 10,000 lines, {big['peak_rss_mb']:.0f} MB at "
                   f"{args.max_lines:,} lines (+{big['peak_rss_mb'] - small['peak_rss_mb']:.0f} MB)")
         if "throughput" in args.part:
-            results["throughput"] = throughput(args, folder)
-            for row in results["throughput"]["runs"]:
-                print(f"{row['name']:>18}: median {row['median']:.0f} tokens/s = "
-                      f"{row['ratio_to_embed_sentences']:.3f} x embed_sentences")
+            measured = throughput(args, folder)
+            by_dtype = {k: v for k, v in results.get("throughput", {}).items() if "sizes" in v}  # one per dtype
+            results["throughput"] = {**by_dtype, measured["settings"]["model_dtype"]: measured}
+            for size in measured["sizes"]:
+                for row in size["runs"]:
+                    print(f"{size['sentences']:>7} lines, {row['name']:>18}: median {row['median']:.0f} tokens/s = "
+                          f"{row['ratio_to_embed_sentences']:.3f} x embed_sentences")
     results["machine"] = machine_info()
     os.makedirs(os.path.dirname(out), exist_ok=True)
     write_json(out, results)
