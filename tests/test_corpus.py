@@ -71,16 +71,18 @@ def test_output_index_is_line_number_and_tokens_are_tokenize(embedder, awkward_f
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.text(alphabet=st.sampled_from("ab \t\r\f\v\u2028\u0085\u00a0é😀"), max_size=6), max_size=8),
-       st.booleans())
-def test_line_reader_splits_on_newline_only(tmp_path_factory, lines, final_newline):
+@given(st.lists(st.text(alphabet=st.sampled_from("ab \t\r\f\v\u2028\u0085\u00a0\x1cé😀"), max_size=6), max_size=8),
+       st.booleans(), st.booleans())
+def test_line_reader_splits_on_newline_only(tmp_path_factory, lines, final_newline, bom):
     data = "\n".join(lines) + ("\n" if final_newline and lines else "")
     path = tmp_path_factory.mktemp("lines") / "x.txt"
-    path.write_bytes(data.encode("utf-8"))
+    path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + data.encode("utf-8"))  # a byte-order mark is not text
     scan = scan_input(str(path), shard_lines=2, long_line=3)
-    expected = data.split("\n")
-    if data.endswith("\n") or data == "":
+    full = ("\ufeff" if bom else "") + data  # a file of just a byte-order mark is one empty line
+    expected = full.split("\n")
+    if full.endswith("\n") or full == "":
         expected = expected[:-1]
+    expected[:1] = [line.removeprefix("\ufeff") for line in expected[:1]]
     assert scan.lines == len(expected)
     assert scan.tokens == sum(len(ek.tokenize(_line_text(line))) for line in expected)
     assert scan.empty_lines == sum(not ek.tokenize(_line_text(line)) for line in expected)
