@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from elmo_keras.cpu import auto_dtype
 from elmo_keras.layers.bilm import BiLM
+from elmo_keras.layers.lstm import transposed_layout_pays
 from elmo_keras.text import batch_to_ids, encode_token_lists
 
 # "bfloat16": weights stored in bfloat16 (cast once when loaded); the same numbers as "mixed_bfloat16" (float32
@@ -25,6 +26,20 @@ def _policy(dtype: str) -> str:
     """``dtype`` of :class:`ElmoEmbedder` ("auto" resolved for this CPU) -> the Keras dtype policy of its BiLM."""
     _check_dtype(dtype)
     return _DTYPES[auto_dtype() if dtype == "auto" else dtype]
+
+
+STEP_LAYOUTS = ("auto", "released", "transposed")
+
+
+def _resolve_step_layout(bilm: BiLM, step_layout: str) -> str:
+    """``step_layout`` of :class:`ElmoEmbedder` -> "released" or "transposed" for this biLM ("released" for
+    encoders other than the LSTM, which have no per-step weights)."""
+    if bilm.encoder_type != "lstm":
+        return "released"
+    if step_layout != "auto":
+        return step_layout
+    lstm = bilm.lstm
+    return "transposed" if transposed_layout_pays(lstm.dim, lstm.projection_dim, lstm.compute_dtype) else "released"
 
 
 class ElmoEmbedder:
@@ -49,6 +64,10 @@ class ElmoEmbedder:
         weights, they are taken to stay fixed).
       batch_size: sentences per batch; chunk_size: sentences sorted together (bounds memory and latency);
         char_cnn_batch: words per char-CNN call (bounds the convolution activations, i.e. peak memory).
+      step_layout: how the LSTM's per-step weights are laid out for the recurrent GEMMs: "released" (the
+        variables as they are), "transposed" (a transposed copy made once, when the embedder is made: more
+        memory, the same numbers) or "auto" (default): transposed where that is faster, i.e. for large
+        matrices (the original size; see :func:`elmo_keras.layers.lstm.transposed_layout_pays`).
       jit_compile: run the LSTMs with XLA; batches are then padded to ``batch_size`` rows and a multiple of
         ``length_multiple`` tokens (masked, so results do not change) to bound the number of compilations.
     """
@@ -57,8 +76,11 @@ class ElmoEmbedder:
                  weight_file: str | os.PathLike | None = None, *, bilm: BiLM | None = None,
                  dtype: str = "auto", token_cache: Iterable[str] | None = None, cache_new_tokens: bool = True,
                  max_cache_size: int = 1_000_000, batch_size: int = 64, chunk_size: int = 4096,
-                 jit_compile: bool = False, length_multiple: int = 8, char_cnn_batch: int = 256):
+                 jit_compile: bool = False, length_multiple: int = 8, char_cnn_batch: int = 256,
+                 step_layout: str = "auto"):
         _check_dtype(dtype)
+        if step_layout not in STEP_LAYOUTS:
+            raise ValueError(f"step_layout must be one of {list(STEP_LAYOUTS)}, got {step_layout!r}")
         if bilm is None:
             if options_file is None or weight_file is None:
                 raise ValueError("give options_file and weight_file, or bilm=")
@@ -77,12 +99,15 @@ class ElmoEmbedder:
                                    input_signature=[tf.TensorSpec([None, chars], tf.int32)])
         # <S> and </S> through the char CNN once, not in every call (a batch-1 call would pay ~10% for them)
         boundaries = bilm.boundary_embeddings() if bilm.add_sentence_boundaries else None
-        self._context = tf.function(lambda emb, mask: bilm((emb, mask), boundary_embeddings=boundaries)["layers"],
-                                    input_signature=[tf.TensorSpec([None, None, p], tf.float32),
-                                                     tf.TensorSpec([None, None], tf.bool)],
-                                    jit_compile=jit_compile)
+        # likewise the LSTM's per-step weights in the transposed layout, where it is faster
+        self.step_layout = _resolve_step_layout(bilm, step_layout)
+        steps = bilm.lstm.transposed_step_weights() if self.step_layout == "transposed" else None
+        self._context = tf.function(
+            lambda emb, mask: bilm((emb, mask), boundary_embeddings=boundaries, step_weights=steps)["layers"],
+            input_signature=[tf.TensorSpec([None, None, p], tf.float32), tf.TensorSpec([None, None], tf.bool)],
+            jit_compile=jit_compile)
         # a lone sentence with new words: char CNN and biLM in one call (no round trip through NumPy between them)
-        self._whole = tf.function(lambda ids: bilm(ids, boundary_embeddings=boundaries)["layers"],
+        self._whole = tf.function(lambda ids: bilm(ids, boundary_embeddings=boundaries, step_weights=steps)["layers"],
                                   input_signature=[tf.TensorSpec([None, None, chars], tf.int32)])
         if token_cache is not None:
             self.add_to_cache(token_cache)

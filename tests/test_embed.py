@@ -122,3 +122,46 @@ def test_cpu_flags_parses_cpuinfo(tmp_path):
 def test_auto_is_the_default_and_never_bfloat16_without_the_flags(fixture_files, monkeypatch, flags, policy):
     monkeypatch.setattr(cpu, "cpu_flags", lambda path="/proc/cpuinfo": frozenset(flags))
     assert ElmoEmbedder(*fixture_files).bilm.dtype_policy.name == policy
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_transposed_step_layout_gives_the_same_vectors(fixture_files, reference, dtype):
+    """The per-step GEMMs on the transposed snapshot compute the same products (batched and one sentence)."""
+    released, transposed = (ElmoEmbedder(*fixture_files, dtype=dtype, step_layout=layout, batch_size=4)
+                            for layout in ("released", "transposed"))
+    assert (released.step_layout, transposed.step_layout) == ("released", "transposed")
+    tolerance = 1e-6 if dtype == "float32" else 2e-2
+    for a, b, r in zip(released.embed_sentences(SENTENCES), transposed.embed_sentences(SENTENCES), reference):
+        np.testing.assert_allclose(b, a, atol=tolerance)
+        if dtype == "float32":
+            np.testing.assert_allclose(b, r, atol=1e-6)
+    np.testing.assert_allclose(transposed.embed_sentence(SENTENCES[2]), reference[2], atol=1e-6 if dtype == "float32"
+                               else 5e-2)
+
+
+def test_step_layout_auto_transposes_only_large_matrices(fixture_files):
+    from elmo_keras.layers.lstm import transposed_layout_pays
+
+    # the released sizes' W_h [P, 4D]: small 2 MB, medium 8 MB, original 32 MB in float32
+    assert not transposed_layout_pays(1024, 128, "float32") and not transposed_layout_pays(1024, 128, "bfloat16")
+    assert transposed_layout_pays(2048, 256, "float32") and not transposed_layout_pays(2048, 256, "bfloat16")
+    assert transposed_layout_pays(4096, 512, "float32") and transposed_layout_pays(4096, 512, "bfloat16")
+    assert ElmoEmbedder(*fixture_files).step_layout == "released"  # the fixture's LSTM is tiny
+    with pytest.raises(ValueError, match="step_layout must be one of"):
+        ElmoEmbedder(*fixture_files, step_layout="columns")
+
+
+def test_transposed_step_weights_are_the_variables_transposed(fixture_files):
+    lstm = ek.BiLM.from_pretrained(*fixture_files).lstm
+    p = lstm.projection_dim
+    for k, per_direction in enumerate(lstm.transposed_step_weights()):
+        for d, (w_h_t, w_p_t) in enumerate(per_direction):
+            np.testing.assert_array_equal(np.asarray(w_h_t), np.asarray(lstm.kernels[k])[d, p:].T)
+            np.testing.assert_array_equal(np.asarray(w_p_t), np.asarray(lstm.projections[k])[d].T)
+
+
+def test_step_weights_are_refused_for_other_encoders():
+    bilm = ek.BiLM.from_preset("brown-small-transformer")
+    with pytest.raises(ValueError, match="step_weights are for the LSTM encoder"):
+        bilm(ek.batch_to_ids([["a", "b"]]), step_weights=[])
+    assert ElmoEmbedder(bilm=bilm, step_layout="transposed").step_layout == "released"

@@ -182,16 +182,19 @@ class BiLM(keras.layers.Layer):
         """The char-CNN vectors of <S> and </S>: [2, P] (what :meth:`call` adds around each sentence)."""
         return self.char_cnn(ops.convert_to_tensor(boundary_char_ids(self.max_characters_per_token)))
 
-    def call(self, inputs, boundary_embeddings=None):
+    def call(self, inputs, boundary_embeddings=None, step_weights=None):
         """``boundary_embeddings``: optional [2, P] char-CNN vectors of <S> and </S> (computed once by a caller
-        that runs the biLM many times, e.g. ElmoEmbedder); by default they are computed in every call."""
+        that runs the biLM many times, e.g. ElmoEmbedder); by default they are computed in every call.
+        ``step_weights``: optional ``bilm.lstm.transposed_step_weights()``, likewise (LSTM encoder only)."""
+        if step_weights is not None and self.encoder_type != "lstm":
+            raise ValueError(f"step_weights are for the LSTM encoder, this biLM has a {self.encoder_type}")
         if isinstance(inputs, (tuple, list)):  # (token vectors [B, T, P], mask [B, T]): e.g. from a token cache
-            return self._contextualize(*inputs, boundary_embeddings=boundary_embeddings)
+            return self._contextualize(*inputs, boundary_embeddings=boundary_embeddings, step_weights=step_weights)
         char_ids = check_char_ids(inputs, self.max_characters_per_token, self.options["char_cnn"]["n_characters"])
         return self._contextualize(self.char_cnn(char_ids), ops.any(char_ids > 0, axis=-1),
-                                   boundary_embeddings=boundary_embeddings)
+                                   boundary_embeddings=boundary_embeddings, step_weights=step_weights)
 
-    def _contextualize(self, token_embeddings, mask, boundary_embeddings=None):
+    def _contextualize(self, token_embeddings, mask, boundary_embeddings=None, step_weights=None):
         mask = ops.cast(mask, "bool")
         lengths = ops.sum(ops.cast(mask, "int32"), axis=1)
         tf.debugging.assert_equal(
@@ -203,7 +206,7 @@ class BiLM(keras.layers.Layer):
             encoder_inputs, encoder_mask = self._add_boundaries(tokens, lengths, boundary_embeddings)
         else:
             encoder_inputs, encoder_mask = tokens, mask
-        encoder_outputs = self._run_encoder(encoder_inputs, encoder_mask)
+        encoder_outputs = self._run_encoder(encoder_inputs, encoder_mask, step_weights)
         if self.add_sentence_boundaries:
             encoder_outputs = [out[:, 1:-1] for out in encoder_outputs]
         layers = [ops.concatenate([tokens, tokens], axis=-1)]
@@ -223,18 +226,18 @@ class BiLM(keras.layers.Layer):
         with_bounds = ops.where(is_eos, ops.broadcast_to(eos, ops.shape(with_bounds)), with_bounds)
         return with_bounds, positions < (lengths + 2)[:, None]
 
-    def _run_encoder(self, inputs, mask):
+    def _run_encoder(self, inputs, mask, step_weights=None):
         """Run the encoder stacks; LSTMs from (and, when stateful, into) the carried state."""
         if self.encoder_type != "lstm":
             return self.encoder(inputs, mask)
         if not self.stateful:
-            return self.lstm(inputs, mask)[0]
+            return self.lstm(inputs, mask, step_weights=step_weights)[0]
         batch = ops.shape(inputs)[0]
         tf.debugging.assert_less_equal(
             batch, self.max_batch_size,
             message=f"elmo_keras: stateful BiLM got more rows than max_batch_size={self.max_batch_size}")
         initial_state = [(c[:, :batch], h[:, :batch]) for c, h in self.state_vars]
-        outputs, final_state = self.lstm(inputs, mask, initial_state=initial_state)
+        outputs, final_state = self.lstm(inputs, mask, initial_state=initial_state, step_weights=step_weights)
         for (c_var, h_var), (c, h) in zip(self.state_vars, final_state):
             c_var.assign(ops.concatenate([ops.cast(c, c_var.dtype), c_var[:, batch:]], axis=1))
             h_var.assign(ops.concatenate([ops.cast(h, h_var.dtype), h_var[:, batch:]], axis=1))

@@ -12,11 +12,15 @@ leaks in). The input-to-gate products of many steps are one large matmul per dir
 trainable, ``TIME_CHUNK`` steps at a time when frozen, which bounds inference memory);
 only h_{t-1} W_h and the projection stay in the per-step loop, as one plain GEMM per direction (each in
 its fast 2-D shape, independent, so the executor's inter-op threads can run the two directions side by
-side). The loops are ``tf.while_loop`` s (TensorFlow backend).
+side). A caller that runs a frozen LSTM many times can pass ``step_weights`` (:meth:`transposed_step_weights`):
+the same per-step weights stored transposed, [4D, P] and [P, D], whose GEMMs read them row after row (for
+large matrices much faster, see :func:`transposed_layout_pays`). The loops are ``tf.while_loop`` s
+(TensorFlow backend).
 """
 from __future__ import annotations
 
 import keras
+import numpy as np
 import tensorflow as tf
 from keras import ops
 
@@ -24,6 +28,24 @@ from elmo_keras.deprecation import renamed_arguments
 from elmo_keras.layers.initializers import initializer
 
 TIME_CHUNK = 16  # steps whose input-to-gate products a frozen LSTM computes in one GEMM
+#: W_h size (bytes) from which the per-step GEMMs are faster on transposed weights (measured, see the README)
+TRANSPOSED_FROM_BYTES = 8 << 20
+
+
+def transposed_layout_pays(dim: int, projection_dim: int, dtype: str) -> bool:
+    """Whether the per-step GEMMs of an LSTM of this size and compute dtype run faster on transposed weights.
+
+    In the released layout W_h is [P, 4D]: a GEMM reads it in column panels, one 4 KiB page per row, and once the
+    matrix spans more pages than the TLB holds (original size: 32 MB) every panel walks the page tables. On a
+    2-core Xeon (AMX) the transposed layout made the original size 1.35x faster in float32 at batch 64 and a
+    batch-1 call 1.5x faster in bfloat16; on the small size (2 MB) it was slower.
+    """
+    return projection_dim * 4 * dim * np.dtype(dtype).itemsize >= TRANSPOSED_FROM_BYTES
+
+
+def _step_product(x, w, transposed: bool):
+    """x [B, K] times a per-step weight: ``w`` [K, N], or ``transposed`` [N, K] (then W^T x^T, turned back)."""
+    return tf.transpose(tf.matmul(w, x, transpose_b=True)) if transposed else tf.matmul(x, w)
 
 
 @keras.saving.register_keras_serializable(package="elmo_keras")
@@ -49,6 +71,8 @@ class ProjectedBiLSTM(keras.layers.Layer):
         initial_state: optional list with one `(c [2, batch, dim], h [2, batch, projection_dim])` pair per
             layer (index 0 of the leading axis is the forward direction, 1 the backward one). Defaults to zeros
             (`zero_state`).
+        step_weights: optional, from `transposed_step_weights()`: the recurrent and projection weights in the
+            transposed layout, used instead of the variables' (a snapshot: for a frozen LSTM). Same numbers.
 
     Returns:
         A pair `(outputs, final_state)`: `outputs` is a list of `num_layers` float tensors
@@ -102,6 +126,14 @@ class ProjectedBiLSTM(keras.layers.Layer):
     def _clip(x, limit: float | None):
         return x if limit is None else ops.clip(x, -limit, limit)
 
+    def transposed_step_weights(self) -> list:
+        """A snapshot of the per-step weights, transposed: per layer, per direction ``(W_h^T [4D, P], W_P^T [P, D])``
+        in the compute dtype, for ``call(..., step_weights=...)``. Taken now: made again after the weights change."""
+        p, dtype = self.projection_dim, self.compute_dtype
+        return [[(tf.transpose(ops.cast(self.kernels[k][d], dtype)[p:]),
+                  tf.transpose(ops.cast(self.projections[k][d], dtype))) for d in (0, 1)]
+                for k in range(self.num_layers)]
+
     def _direction_weights(self, k: int, direction: int):
         """(W_x [P, 4D], W_h [P, 4D], b [4D], W_P [D, P]) of layer ``k``, one direction, in the compute dtype."""
         p, dtype = self.projection_dim, self.compute_dtype
@@ -109,17 +141,19 @@ class ProjectedBiLSTM(keras.layers.Layer):
         return (kernel[:p], kernel[p:], ops.cast(self.biases[k][direction], dtype),
                 ops.cast(self.projections[k][direction], dtype))
 
-    def _cell(self, gates, c, w_p):
-        """Gates [B, 4D] (i, j, f, o), c [B, D] float32 -> (c_t, h_t): the element-wise math and projection.
-        Matmuls run in the compute dtype (bfloat16 under mixed precision); the cell state stays float32."""
+    def _cell(self, gates, c, w_p, transposed: bool = False):
+        """Gates [B, 4D] (i, j, f, o), c [B, D] float32 -> (c_t, h_t): the element-wise math and projection
+        (``w_p`` [D, P], or [P, D] when ``transposed``). Matmuls run in the compute dtype (bfloat16 under mixed
+        precision); the cell state stays float32."""
         i, j, f, o = tf.split(tf.cast(gates, tf.float32), 4, axis=-1)
         c_new = self._clip(tf.sigmoid(f + 1.0) * c + tf.sigmoid(i) * tf.tanh(j), self.cell_clip)
         m_new = tf.cast(tf.sigmoid(o) * tf.tanh(c_new), w_p.dtype)
-        return c_new, self._clip(tf.matmul(m_new, w_p), self.proj_clip)
+        return c_new, self._clip(_step_product(m_new, w_p, transposed), self.proj_clip)
 
-    def _scan_layer(self, k, xs, masks, c, h):
+    def _scan_layer(self, k, xs, masks, c, h, step_weights=None):
         """Layer ``k``, both directions in one loop: xs, masks: per direction [T, B, P] / [T, B, 1] in processing
-        order; c, h: per direction [B, D] / [B, P] -> (per direction h_seq [T, B, P], (c, h)).
+        order; c, h: per direction [B, D] / [B, P]; step_weights: this layer's transposed (W_h^T, W_P^T) per
+        direction, or None -> (per direction h_seq [T, B, P], (c, h)).
 
         The input-to-gate products are one large GEMM per direction: over all steps when trainable (a
         TensorArray of them, whose gradient is per step), else over ``TIME_CHUNK`` steps at a time (so a long
@@ -127,6 +161,9 @@ class ProjectedBiLSTM(keras.layers.Layer):
         direction.
         """
         weights = [self._direction_weights(k, direction) for direction in (0, 1)]
+        transposed = step_weights is not None
+        if transposed:
+            weights = [(w_x, w_h_t, b, w_p_t) for (w_x, _, b, _), (w_h_t, w_p_t) in zip(weights, step_weights)]
         steps = tf.shape(xs[0])[0]
         out_tas = [tf.TensorArray(h[0].dtype, size=steps) for _ in (0, 1)]
 
@@ -137,8 +174,8 @@ class ProjectedBiLSTM(keras.layers.Layer):
             def body(t, c, h, out_tas):
                 new_c, new_h, new_out = [], [], []
                 for direction, (_, w_h, _, w_p) in enumerate(weights):
-                    gates = gate_reads[direction](t) + tf.matmul(h[direction], w_h)
-                    c_t, h_t = self._cell(gates, c[direction], w_p)
+                    gates = gate_reads[direction](t) + _step_product(h[direction], w_h, transposed)
+                    c_t, h_t = self._cell(gates, c[direction], w_p, transposed)
                     m = masks[direction][t]
                     new_c.append(tf.where(m, c_t, c[direction]))
                     new_h.append(tf.where(m, h_t, h[direction]))
@@ -165,7 +202,7 @@ class ProjectedBiLSTM(keras.layers.Layer):
             h_seq.set_shape([None, None, self.projection_dim])
         return h_seqs, (c, h)
 
-    def call(self, inputs, mask, initial_state=None):
+    def call(self, inputs, mask, initial_state=None, step_weights=None):
         x = ops.transpose(inputs, (1, 0, 2))  # [T, B, P]
         m = ops.transpose(ops.cast(mask, "bool"), (1, 0))[..., None]  # [T, B, 1]
         xs, masks = [x, ops.flip(x, axis=0)], [m, ops.flip(m, axis=0)]  # processing order of each direction
@@ -175,7 +212,8 @@ class ProjectedBiLSTM(keras.layers.Layer):
         for k in range(self.num_layers):
             c0, h0 = initial_state[k]
             h_seqs, (c, h) = self._scan_layer(k, xs, masks, tf.unstack(ops.cast(c0, "float32"), 2),
-                                              tf.unstack(ops.cast(h0, self.compute_dtype), 2))
+                                              tf.unstack(ops.cast(h0, self.compute_dtype), 2),
+                                              None if step_weights is None else step_weights[k])
             if self.use_skip_connections and k > 0:
                 h_seqs = [ops.where(m_d, h_d + x_d, ops.zeros_like(h_d)) for h_d, x_d, m_d in zip(h_seqs, xs, masks)]
             final_state.append((ops.stack(c), ops.stack(h)))
