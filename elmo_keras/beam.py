@@ -23,7 +23,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from elmo_keras.corpus import store
 from elmo_keras.corpus.lines import InputScan
-from elmo_keras.corpus.run import OnCommit, Runner, embed_shards
+from elmo_keras.corpus.run import Commit, Runner, embed_shards
 from elmo_keras.embed import ElmoEmbedder
 from elmo_keras.text import tokenize
 
@@ -140,7 +140,7 @@ def beam_runner(spec: EmbedderSpec, num_workers: int | None = None, beam_options
     workers commit shard files; ``embed_file`` assembles hdf5 / npy output from them afterwards)."""
     options = pipeline_options(num_workers, beam_options)
 
-    def run(scan: InputScan, folder: str, shards: list[int], manifest: dict, on_commit: OnCommit) -> None:
+    def run(scan: InputScan, folder: str, shards: list[int], manifest: dict, commit: Commit) -> None:
         if not shards:
             return
         with beam.Pipeline(options=options) as pipeline:

@@ -126,8 +126,8 @@ class _Interrupt:
     def __init__(self, embedder, shards=1):
         self.local, self.shards = corpus_run.local_runner(embedder, progress=False), shards
 
-    def __call__(self, scan, folder, todo, manifest, on_commit):
-        self.local(scan, folder, todo[:self.shards], manifest, on_commit)
+    def __call__(self, scan, folder, todo, manifest, commit):
+        self.local(scan, folder, todo[:self.shards], manifest, commit)
         raise KeyboardInterrupt
 
 
@@ -140,8 +140,9 @@ def test_interrupted_run_resumes_and_equals_an_uninterrupted_one(embedder, awkwa
         ek.embed_file(embedder, awkward_file, out, fmt=fmt, shard_lines=3, runner=_Interrupt(embedder, 2),
                       progress=False)
     assert "6 of 8 lines are committed" in capsys.readouterr().err
-    assert not os.path.exists(out) and sorted(os.listdir(f"{out}.partial")) == [
-        ".lock", "manifest.json", "shard-000000.h5", "shard-000001.h5"]
+    committed = (["output-1.hdf5", "shard-000000.json", "shard-000001.json"] if fmt == "hdf5" else  # values once
+                 ["shard-000000.h5", "shard-000001.h5"])
+    assert not os.path.exists(out) and sorted(os.listdir(f"{out}.partial")) == [".lock", "manifest.json", *committed]
     report = ek.embed_file(embedder, awkward_file, out, fmt=fmt, shard_lines=3, progress=False)
     assert "6 reused from an interrupted run, 2 embedded" in report
     with ek.load_embeddings(whole) as a, ek.load_embeddings(out) as b:
@@ -256,15 +257,25 @@ def test_a_second_run_on_the_same_output_is_refused(embedder, awkward_file, tmp_
             ek.embed_file(embedder, awkward_file, out, progress=False)
 
 
-def test_stale_temporaries_and_damaged_shards_are_redone(embedder, awkward_file, tmp_path):
+@pytest.mark.parametrize("fmt, damaged", [("shards", "shard-000001.h5"), ("hdf5", "shard-000001.json"),
+                                          ("hdf5", "output-1.hdf5")])
+def test_stale_temporaries_and_damaged_shards_are_redone(embedder, awkward_file, tmp_path, fmt, damaged):
+    """Outside harm: a truncated shard file or record is redone; so are the records whose lines lie past the end
+    of a truncated values file."""
     out = tmp_path / "out.h5"
     with pytest.raises(KeyboardInterrupt):
-        ek.embed_file(embedder, awkward_file, out, shard_lines=3, runner=_Interrupt(embedder, 2), progress=False)
+        ek.embed_file(embedder, awkward_file, out, fmt=fmt, shard_lines=3, runner=_Interrupt(embedder, 2),
+                      progress=False)
     partial = f"{out}.partial"
     (tmp_path / "out.h5.partial" / ".shard-000002.h5.abc.tmp").write_bytes(b"half a shard")
-    with open(os.path.join(partial, "shard-000001.h5"), "r+b") as f:  # outside harm: a truncated shard
-        f.truncate(100)
-    report = ek.embed_file(embedder, awkward_file, out, shard_lines=3, progress=False)
+    if damaged == "output-1.hdf5":  # cut inside shard 1's values (its lines come after shard 0's)
+        with open(os.path.join(partial, "shard-000001.json")) as f:
+            cut = max(start for start, _ in json.load(f)["lines"] if start is not None)
+    else:
+        cut = 100
+    with open(os.path.join(partial, damaged), "r+b") as f:
+        f.truncate(cut)
+    report = ek.embed_file(embedder, awkward_file, out, fmt=fmt, shard_lines=3, progress=False)
     assert "3 reused" in report
     with ek.load_embeddings(out) as got:
         for g, e in zip(got, _expected(embedder, AWKWARD_LINES)):

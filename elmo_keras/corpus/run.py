@@ -1,7 +1,8 @@
 """Embed a text file, one line at a time, crash-safe and resumable: :func:`embed_file`.
 
-The work goes into ``OUTPUT.partial/``: ``manifest.json`` (what the run is) and shard files, each committed by
-an atomic rename. A killed run (SIGKILL, SIGTERM, Ctrl-C) resumes from its committed shards when the same
+The work goes into ``OUTPUT.partial/``: ``manifest.json`` (what the run is) and committed shards, each committed
+by an atomic rename: shard files, or for hdf5 output records of where the shard's lines lie in the file being
+assembled (see :mod:`elmo_keras.corpus.store`). A killed run (SIGKILL, SIGTERM, Ctrl-C) resumes from its committed shards when the same
 command is run again; a run whose input, model or settings differ stops and says what differs. At the end the
 shards become OUTPUT (``hdf5``: one dataset per line; ``npy``: one file per line; ``shards``: the folder itself).
 """
@@ -42,10 +43,11 @@ class Embedder(Protocol):
     def embed_sentences(self, sentences: Sequence[Sequence[str]]) -> Iterator[np.ndarray]: ...
 
 
-#: called with (shard, its arrays) after each shard is committed, where the runner is in this process
-OnCommit = Callable[[int, list[np.ndarray]], None]
-#: runner(scan, folder, shards, manifest, on_commit): writes the listed shards into ``folder`` (see embed_shards)
-Runner = Callable[[InputScan, str, list[int], dict, OnCommit], None]
+#: commit(shard, its arrays): commits a shard computed in this process (a shard file or the hdf5 assembly's record)
+Commit = Callable[[int, list[np.ndarray]], None]
+#: runner(scan, folder, shards, manifest, commit): commits the listed shards, through ``commit`` where it computes
+#: them in this process, else as shard files it writes into ``folder`` itself (see embed_shards)
+Runner = Callable[[InputScan, str, list[int], dict, Commit], None]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,17 +176,10 @@ def local_runner(embedder: Embedder, progress: bool = True) -> Runner:
     """Embed shards in this process, as many at a time as the embedder sorts together (its ``chunk_size``);
     committing them (and ``on_commit``) runs in a thread, overlapping with the next group's model work."""
 
-    def run(scan: InputScan, folder: str, shards: list[int], manifest: dict, on_commit: OnCommit) -> None:
+    def run(scan: InputScan, folder: str, shards: list[int], manifest: dict, commit: Commit) -> None:
         bar = keras.utils.Progbar(sum(scan.shard_range(k)[1] for k in shards), unit_name="line",
                                   verbose=1 if progress else 0)
         per_group = max(1, getattr(embedder, "chunk_size", 1) // scan.shard_lines)
-        scratch = store.Scratch()  # the writer thread's
-
-        def commit(shard: int, arrays: list[np.ndarray]) -> None:
-            store.write_shard(os.path.join(folder, store.shard_name(shard)), arrays, scan.shard_range(shard)[0],
-                              manifest["storage_dtype"], scratch)
-            on_commit(shard, arrays)
-
         tokens, start = 0, time.perf_counter()
         with open(scan.path, "rb") as stream, concurrent.futures.ThreadPoolExecutor(1) as writer:
             pending: collections.deque[concurrent.futures.Future] = collections.deque()
@@ -204,21 +199,36 @@ def local_runner(embedder: Embedder, progress: bool = True) -> Runner:
 
 
 def committed_shards(folder: str, scan: InputScan) -> list[int]:
-    """Shards already in ``folder``; a damaged one (only possible through outside harm) is deleted."""
+    """Shards already in ``folder`` (a shard file or a record); a damaged one (only possible through outside harm)
+    is deleted."""
     done = []
     for shard in range(scan.shards):
-        path = os.path.join(folder, store.shard_name(shard))
-        if os.path.exists(path):
-            if store.shard_is_complete(path, scan.shard_range(shard)[1]):
-                done.append(shard)
-            else:
+        for name, complete in ((store.shard_name, store.shard_is_complete),
+                               (store.record_name, store.record_is_complete)):
+            path = os.path.join(folder, name(shard))
+            if os.path.exists(path):
+                if complete(path, scan.shard_range(shard)[1]):
+                    done.append(shard)
+                    break
                 os.remove(path)
     return done
 
 
 def _written(folder: str, shards: Iterable[int]) -> list[int]:
-    """Those of ``shards`` whose file exists (an existing shard file is complete: it was renamed into place)."""
-    return [k for k in shards if os.path.exists(os.path.join(folder, store.shard_name(k)))]
+    """Those of ``shards`` that are committed (a shard file or record that exists is complete: it was renamed
+    into place)."""
+    return [k for k in shards if store.is_committed(folder, k)]
+
+
+def _committer(folder: str, manifest: dict, assembly: store.Assembly | None) -> Commit:
+    """How a shard computed in this process is committed (in the runner's writer thread): by the assembly, or
+    (``shards`` output) as a shard file."""
+    scratch = store.Scratch()  # the writer thread's
+    if assembly is not None:
+        return lambda shard, arrays: assembly.commit(shard, arrays, scratch)
+    return lambda shard, arrays: store.write_shard(os.path.join(folder, store.shard_name(shard)), arrays,
+                                                   shard * manifest["shard_lines"], manifest["storage_dtype"],
+                                                   scratch)
 
 
 def _sentence_to_index(path: str) -> dict[str, list[int]]:
@@ -276,7 +286,7 @@ def embed_file(embedder: Embedder, input_path: str, output_path: str, layers: st
         assembly = store.make_assembly(folder, manifest)
         try:
             (runner or local_runner(embedder, progress))(scan, folder, todo, manifest,
-                                                          assembly.add if assembly else lambda *_: None)
+                                                          _committer(folder, manifest, assembly))
         except BaseException as err:
             if assembly is not None:
                 assembly.discard()

@@ -6,6 +6,11 @@ concatenated: [L, T, D] for ``layers="all"``, [T, D] for top/average; float32 or
 temporary name and renamed, so a shard file that exists is complete. ``manifest.json`` says what the run is.
 Shards and the hdf5 assembly have HDF5 allocate their datasets, then write the values themselves with
 :class:`~elmo_keras.corpus.direct_io.RawWriter`, mostly past the page cache.
+
+A run that builds hdf5 output writes each value once: a shard computed in this process goes straight into the
+file being assembled, and what commits it is a record ``shard-KKKKKK.json`` (renamed into place once those
+values are on disk) that says where each of its lines lies in that file. The HDF5 structure of a file left
+by a killed run is never trusted: a later run reads the committed lines' bytes at the recorded offsets.
 """
 from __future__ import annotations
 
@@ -38,6 +43,16 @@ IDENTITY = {"input.size": "the input file's size", "input.sha256": "the input fi
 
 def shard_name(shard: int) -> str:
     return f"shard-{shard:06d}.h5"
+
+
+def record_name(shard: int) -> str:
+    """A committed shard whose values are in an hdf5 file being assembled (see the module docstring)."""
+    return f"shard-{shard:06d}.json"
+
+
+def is_committed(folder: str, shard: int) -> bool:
+    """Whether ``shard`` has a shard file or a record in ``folder`` (either exists only once complete)."""
+    return any(os.path.exists(os.path.join(folder, name(shard))) for name in (shard_name, record_name))
 
 
 def reduce_layers(array: np.ndarray, layers: str) -> np.ndarray:
@@ -145,6 +160,36 @@ def shard_is_complete(path: str, lines: int) -> bool:
             return f["offsets"].shape == (lines + 1,) and "values" in f
     except (OSError, KeyError):
         return False
+
+
+def read_record(path: str) -> dict:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def record_is_complete(path: str, lines: int) -> bool:
+    """True when the record ``path`` describes ``lines`` lines that lie inside its values file."""
+    try:
+        record = read_record(path)
+        source = os.path.join(os.path.dirname(path), record["file"])
+        itemsize = np.dtype(record["dtype"]).itemsize
+        ends = [start + math.prod(shape) * itemsize for start, shape in record["lines"] if start is not None]
+        return len(record["lines"]) == lines and os.path.getsize(source) >= max(ends, default=0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def read_recorded_lines(path: str) -> list[np.ndarray]:
+    """The lines a record commits, read from its values file at the recorded offsets (no HDF5 involved)."""
+    record = read_record(path)
+    dtype = np.dtype(record["dtype"])
+    arrays = []
+    with open(os.path.join(os.path.dirname(path), record["file"]), "rb") as f:
+        for start, shape in record["lines"]:
+            count = math.prod(shape)
+            data = os.pread(f.fileno(), count * dtype.itemsize, start) if start is not None else b""
+            arrays.append(np.frombuffer(data, dtype, count).reshape(shape))
+    return arrays
 
 
 def read_manifest(folder: str) -> dict:
@@ -288,8 +333,10 @@ def load_embeddings(path: str | os.PathLike) -> Embeddings:
 
 class Assembly:
     """Builds OUTPUT inside the run folder from shards as they are committed (any order), so the per-line
-    writing overlaps with the model. It is derived data: a killed run leaves it under a ``.tmp`` name, which the
-    next run deletes and rebuilds from the committed shards. :func:`make_assembly` picks the format."""
+    writing overlaps with the model. :func:`make_assembly` picks the format. The npy folder is derived data
+    from shard files: a killed run leaves it under a ``.tmp`` name, which the next run deletes and rebuilds. The
+    hdf5 file holds the values themselves (see :meth:`HDF5Assembly.commit`); a later run copies the committed
+    lines out of it into a new file."""
 
     def __init__(self, folder: str, manifest: dict):
         self.folder, self.manifest = folder, manifest
@@ -297,17 +344,24 @@ class Assembly:
         self.dtype = manifest["storage_dtype"]
         self.added: set[int] = set()
 
-    def _store_lines(self, first_line: int, arrays: Sequence[np.ndarray]) -> None:
-        """Store ``arrays`` as lines ``first_line ...``."""
+    def _store_lines(self, first_line: int, arrays: Sequence[np.ndarray]) -> list[int | None] | None:
+        """Store ``arrays`` as lines ``first_line ...``; returns where each line's values lie in the file (hdf5)."""
         raise NotImplementedError
 
     def _store_index(self, sentence_to_index: dict[str, list[int]]) -> None:
         raise NotImplementedError
 
-    def add(self, shard: int, arrays: Sequence[np.ndarray]) -> None:
+    def add(self, shard: int, arrays: Sequence[np.ndarray]) -> list[int | None] | None:
         """Store the lines of ``shard`` (one array per line)."""
-        self._store_lines(shard * self.manifest["shard_lines"], arrays)
+        starts = self._store_lines(shard * self.manifest["shard_lines"], arrays)
         self.added.add(shard)
+        return starts
+
+    def commit(self, shard: int, arrays: Sequence[np.ndarray], scratch: Scratch | None = None) -> None:
+        """Commit ``shard`` computed in this process (a shard file), then add its lines."""
+        write_shard(os.path.join(self.folder, shard_name(shard)), arrays, shard * self.manifest["shard_lines"],
+                    self.dtype, scratch)
+        self.add(shard, arrays)
 
     def add_committed(self) -> None:
         """Add the shards of the run folder that are not in yet (those of an earlier run, or written by Beam)."""
@@ -315,6 +369,10 @@ class Assembly:
         shard_lines = self.manifest["shard_lines"]
         try:
             for shard in sorted(set(range(self.manifest["shards"])) - self.added):
+                record = os.path.join(self.folder, record_name(shard))
+                if os.path.exists(record):
+                    self.add(shard, read_recorded_lines(record))
+                    continue
                 lines = range(shard * shard_lines, min((shard + 1) * shard_lines, len(source)))
                 self.add(shard, [source._read(i) for i in lines])
         finally:
@@ -327,7 +385,8 @@ class Assembly:
         return self.path
 
     def discard(self) -> None:
-        """Delete the partly built output (a later run rebuilds it from the committed shards)."""
+        """Stop building after a failure: what no committed shard needs is deleted (a later run rebuilds from
+        what is committed)."""
         raise NotImplementedError
 
 
@@ -343,6 +402,8 @@ class HDF5Assembly(Assembly):
 
     def __init__(self, folder: str, manifest: dict):
         super().__init__(folder, manifest)
+        # a new name in every run: a file that records of an earlier run point into is never overwritten
+        self.path = os.path.join(folder, f"output-{self._generation(folder)}.hdf5")
         block = min(self.metadata_block, max(2048, 512 * manifest["input"]["lines"]))
         self.file = h5py.File(self.path, "w", meta_block_size=block)
         self._raw = RawWriter(self.path)
@@ -350,7 +411,14 @@ class HDF5Assembly(Assembly):
         self._file_type = h5py.h5t.py_create(np.dtype(self.dtype))
         self._scratch = Scratch()
 
-    def _store_lines(self, first_line: int, arrays: Sequence[np.ndarray]) -> None:
+    @staticmethod
+    def _generation(folder: str) -> int:
+        """1 + the highest N of the ``output-N.hdf5`` files in ``folder``."""
+        numbers = [int(name[7:-5]) for name in os.listdir(folder)
+                   if name.startswith("output-") and name.endswith(".hdf5") and name[7:-5].isdigit()]
+        return max(numbers, default=0) + 1
+
+    def _store_lines(self, first_line: int, arrays: Sequence[np.ndarray]) -> list[int | None]:
         # h5py's low-level API: a fraction of create_dataset's Python work (and GIL time) per line
         dtype = np.dtype(self.dtype)
         starts = [allocate_dataset(self.file.id, str(line), array.shape, self._file_type, self._creation)
@@ -365,12 +433,23 @@ class HDF5Assembly(Assembly):
                 staged[position:position + sizes[j]].view(dtype).reshape(arrays[j].shape)[...] = arrays[j]
                 position += sizes[j]
             self._raw.write(start, staged)
+        return starts
 
-    def add(self, shard: int, arrays: Sequence[np.ndarray]) -> None:
-        super().add(shard, arrays)
+    def add(self, shard: int, arrays: Sequence[np.ndarray]) -> list[int | None]:
+        starts = super().add(shard, arrays)
         self.file.flush()  # the shard's data and metadata go to disk now, overlapping the model, not in finish()
         fsync_path(self.path)
         drop_cached(self.path)
+        return starts
+
+    def commit(self, shard: int, arrays: Sequence[np.ndarray], scratch: Scratch | None = None) -> None:
+        """Add the lines of ``shard`` (on disk when this returns), then commit them with a record of where they
+        lie: each value is written once."""
+        starts = self.add(shard, arrays)
+        record = {"first_line": shard * self.manifest["shard_lines"], "file": os.path.basename(self.path),
+                  "dtype": self.dtype, "lines": [[start, list(a.shape)] for start, a in zip(starts, arrays)]}
+        with atomic_file(os.path.join(self.folder, record_name(shard))) as tmp, open(tmp, "w") as f:
+            json.dump(record, f, separators=(",", ":"))
 
     def _store_index(self, sentence_to_index: dict[str, list[int]]) -> None:
         self.file.create_dataset("sentence_to_index", data=np.array([json.dumps(sentence_to_index)],
@@ -381,9 +460,9 @@ class HDF5Assembly(Assembly):
         self._raw.close()
 
     def discard(self) -> None:
+        """Close the file and keep it: the records of this run's committed shards point into it."""
         self.file.close()
         self._raw.close()
-        os.remove(self.path)
 
 
 class NpyAssembly(Assembly):
