@@ -104,11 +104,12 @@ def raw_data_creation() -> h5py.h5p.PropDCID:
 
 
 def allocate_dataset(group: h5py.h5g.GroupID, name: str, shape: Sequence[int], file_type: h5py.h5t.TypeID,
-                     creation: h5py.h5p.PropDCID) -> int | None:
+                     creation: h5py.h5p.PropDCID, space: h5py.h5s.SpaceID | None = None) -> int | None:
     """Create dataset ``name`` of ``file_type`` (``h5py.h5t.py_create(dtype)``) with ``creation``
     (:func:`raw_data_creation`) -> the file offset of its raw data, to be written with :class:`RawWriter` (None
-    when it is empty)."""
-    dataset = h5py.h5d.create(group, name.encode(), file_type, h5py.h5s.create_simple(tuple(shape)), dcpl=creation)
+    when it is empty). ``space``: the dataspace of ``shape``, if the caller keeps one."""
+    space = space or h5py.h5s.create_simple(tuple(shape))
+    dataset = h5py.h5d.create(group, name.encode(), file_type, space, dcpl=creation)
     return dataset.get_offset() if math.prod(shape) else None
 
 
@@ -399,6 +400,8 @@ class HDF5Assembly(Assembly):
     metadata_block = 1 << 20
     #: bytes staged (and written) at a time: bounds the staging buffer
     write_bytes = 16 << 20
+    #: line shapes whose dataspaces are kept
+    max_spaces = 4096
 
     def __init__(self, folder: str, manifest: dict):
         super().__init__(folder, manifest)
@@ -410,6 +413,7 @@ class HDF5Assembly(Assembly):
         self._creation = raw_data_creation()
         self._file_type = h5py.h5t.py_create(np.dtype(self.dtype))
         self._scratch = Scratch()
+        self._spaces: dict[tuple[int, ...], h5py.h5s.SpaceID] = {}
 
     @staticmethod
     def _generation(folder: str) -> int:
@@ -418,11 +422,20 @@ class HDF5Assembly(Assembly):
                    if name.startswith("output-") and name.endswith(".hdf5") and name[7:-5].isdigit()]
         return max(numbers, default=0) + 1
 
+    def _space(self, shape: tuple[int, ...]) -> h5py.h5s.SpaceID:
+        """The dataspace of ``shape``, kept for the next line of that shape (a fifth of a line's allocation)."""
+        space = self._spaces.get(shape)
+        if space is None:
+            space = h5py.h5s.create_simple(shape)
+            if len(self._spaces) < self.max_spaces:
+                self._spaces[shape] = space
+        return space
+
     def _store_lines(self, first_line: int, arrays: Sequence[np.ndarray]) -> list[int | None]:
         # h5py's low-level API: a fraction of create_dataset's Python work (and GIL time) per line
         dtype = np.dtype(self.dtype)
-        starts = [allocate_dataset(self.file.id, str(line), array.shape, self._file_type, self._creation)
-                  for line, array in enumerate(arrays, start=first_line)]
+        starts = [allocate_dataset(self.file.id, str(line), array.shape, self._file_type, self._creation,
+                                   self._space(array.shape)) for line, array in enumerate(arrays, start=first_line)]
         sizes = [array.size * dtype.itemsize for array in arrays]
         for start, run in adjacent_runs(starts, sizes, self.write_bytes):
             # staged at the run's offset within a block, so the whole blocks inside it can be written directly
