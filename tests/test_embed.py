@@ -154,10 +154,12 @@ def test_step_layout_auto_transposes_only_large_matrices(fixture_files):
 def test_transposed_step_weights_are_the_variables_transposed(fixture_files):
     lstm = ek.BiLM.from_pretrained(*fixture_files).lstm
     p = lstm.projection_dim
-    for k, per_direction in enumerate(lstm.transposed_step_weights()):
-        for d, (w_h_t, w_p_t) in enumerate(per_direction):
+    for k, per_direction in enumerate(lstm.transposed_step_weights(input_kernel=True)):
+        for d, (w_x_t, w_h_t, w_p_t) in enumerate(per_direction):
+            np.testing.assert_array_equal(np.asarray(w_x_t), np.asarray(lstm.kernels[k])[d, :p].T)
             np.testing.assert_array_equal(np.asarray(w_h_t), np.asarray(lstm.kernels[k])[d, p:].T)
             np.testing.assert_array_equal(np.asarray(w_p_t), np.asarray(lstm.projections[k])[d].T)
+    assert all(w_x_t is None for layer in lstm.transposed_step_weights() for w_x_t, _, _ in layer)
 
 
 def test_step_weights_are_refused_for_other_encoders():

@@ -43,6 +43,13 @@ def transposed_layout_pays(dim: int, projection_dim: int, dtype: str) -> bool:
     return projection_dim * 4 * dim * np.dtype(dtype).itemsize >= TRANSPOSED_FROM_BYTES
 
 
+def transposed_input_pays(dtype: str) -> bool:
+    """Whether the input-to-gate GEMM is worth a transposed copy of W_x too (where the step weights are
+    transposed): in bfloat16 a short sentence's GEMM took 0.66-0.82 instead of 1.2 ms on the 2-core Xeon (AMX);
+    in float32 it gained little and the copy would cost 134 MB (original size)."""
+    return keras.backend.standardize_dtype(dtype) == "bfloat16"
+
+
 def _step_product(x, w, transposed: bool):
     """x [B, K] times a per-step weight: ``w`` [K, N], or ``transposed`` [N, K] (then W^T x^T, turned back)."""
     return tf.transpose(tf.matmul(w, x, transpose_b=True)) if transposed else tf.matmul(x, w)
@@ -126,11 +133,13 @@ class ProjectedBiLSTM(keras.layers.Layer):
     def _clip(x, limit: float | None):
         return x if limit is None else ops.clip(x, -limit, limit)
 
-    def transposed_step_weights(self) -> list:
-        """A snapshot of the per-step weights, transposed: per layer, per direction ``(W_h^T [4D, P], W_P^T [P, D])``
-        in the compute dtype, for ``call(..., step_weights=...)``. Taken now: made again after the weights change."""
+    def transposed_step_weights(self, input_kernel: bool = False) -> list:
+        """A snapshot of the per-step weights, transposed: per layer, per direction ``(W_x^T [4D, P] or None,
+        W_h^T [4D, P], W_P^T [P, D])`` in the compute dtype, for ``call(..., step_weights=...)``; W_x^T (the
+        input-to-gate kernel) only with ``input_kernel``. Taken now: made again after the weights change."""
         p, dtype = self.projection_dim, self.compute_dtype
-        return [[(tf.transpose(ops.cast(self.kernels[k][d], dtype)[p:]),
+        return [[(tf.transpose(ops.cast(self.kernels[k][d], dtype)[:p]) if input_kernel else None,
+                  tf.transpose(ops.cast(self.kernels[k][d], dtype)[p:]),
                   tf.transpose(ops.cast(self.projections[k][d], dtype))) for d in (0, 1)]
                 for k in range(self.num_layers)]
 
@@ -152,8 +161,8 @@ class ProjectedBiLSTM(keras.layers.Layer):
 
     def _scan_layer(self, k, xs, masks, c, h, step_weights=None):
         """Layer ``k``, both directions in one loop: xs, masks: per direction [T, B, P] / [T, B, 1] in processing
-        order; c, h: per direction [B, D] / [B, P]; step_weights: this layer's transposed (W_h^T, W_P^T) per
-        direction, or None -> (per direction h_seq [T, B, P], (c, h)).
+        order; c, h: per direction [B, D] / [B, P]; step_weights: this layer's transposed (W_x^T or None, W_h^T,
+        W_P^T) per direction, or None -> (per direction h_seq [T, B, P], (c, h)).
 
         The input-to-gate products are one large GEMM per direction: over all steps when trainable (a
         TensorArray of them, whose gradient is per step), else over ``TIME_CHUNK`` steps at a time (so a long
@@ -163,12 +172,15 @@ class ProjectedBiLSTM(keras.layers.Layer):
         weights = [self._direction_weights(k, direction) for direction in (0, 1)]
         transposed = step_weights is not None
         if transposed:
-            weights = [(w_x, w_h_t, b, w_p_t) for (w_x, _, b, _), (w_h_t, w_p_t) in zip(weights, step_weights)]
+            weights = [(w_x if w_x_t is None else w_x_t, w_h_t, b, w_p_t)
+                       for (w_x, _, b, _), (w_x_t, w_h_t, w_p_t) in zip(weights, step_weights)]
+        # the input-to-gate kernel: [P, 4D] as released, or [4D, P] from the snapshot
+        input_product = "tbp,gp->tbg" if transposed and step_weights[0][0] is not None else "tbp,pg->tbg"
         steps = tf.shape(xs[0])[0]
         out_tas = [tf.TensorArray(h[0].dtype, size=steps) for _ in (0, 1)]
 
         def input_gates(start, end):
-            return [tf.einsum("tbp,pg->tbg", x[start:end], w_x) + b for x, (w_x, _, b, _) in zip(xs, weights)]
+            return [tf.einsum(input_product, x[start:end], w_x) + b for x, (w_x, _, b, _) in zip(xs, weights)]
 
         def run_steps(start, end, gate_reads, c, h, out_tas):
             def body(t, c, h, out_tas):
