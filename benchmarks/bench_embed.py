@@ -173,6 +173,7 @@ def run_ours(args) -> dict:
 
     start = time.perf_counter()
     emb = ElmoEmbedder(args.options, args.weights, dtype=args.dtype, batch_size=args.batch_size,
+                       step_layout=args.step_layout,
                        chunk_size=len(read_sentences(args.sentences_file, args.sentences)))
     load_s = time.perf_counter() - start
     sentences = read_sentences(args.sentences_file, args.sentences)
@@ -203,7 +204,8 @@ def run_ours(args) -> dict:
     emb.embed_sentence(single)
     if args.dump_npy:
         np.save(args.dump_npy, top_layer_padded(emb, sentences[:N_DUMP]))
-    return {"impl": "elmo_keras", "dtype": emb.bilm.dtype_policy.name, "load_s": round(load_s, 2),
+    return {"impl": "elmo_keras", "dtype": emb.bilm.dtype_policy.name, "step_layout": emb.step_layout,
+            "load_s": round(load_s, 2),
             **result, "tokens": n_tokens, "tokens_per_s": round(n_tokens / result["median_s"], 1),
             "p50_latency_ms": p50_latency_ms(emb, single),
             "peak_rss_mb": round(max(load_peak_mb, result["peak_rss_inference_mb"] or 0), 1),
@@ -254,7 +256,8 @@ def run_allennlp(rig: str, args, dump: str | None) -> dict:
 
 
 def ours_cmd(args, dtype: str, dump: str | None) -> list[str]:
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", "--dtype", dtype, "--options", args.options,
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", "--dtype", dtype, "--step-layout", args.step_layout,
+           "--options", args.options,
            "--weights", args.weights, "--sentences-file", args.sentences_file, "--sentences", str(args.sentences),
            "--batch-size", str(args.batch_size), "--repeats", str(args.repeats), "--threads", str(args.threads)]
     return cmd + (["--dump-npy", dump] if dump else [])
@@ -348,6 +351,7 @@ def main() -> None:
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--dtype", default="float32", help=argparse.SUPPRESS)
     parser.add_argument("--inter-op-threads", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--step-layout", default="auto", help="ElmoEmbedder(step_layout=...) of the child runs")
     parser.add_argument("--options")
     parser.add_argument("--weights")
     parser.add_argument("--sentences-file")

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from elmo_keras.cpu import auto_dtype
 from elmo_keras.layers.bilm import BiLM
-from elmo_keras.layers.lstm import transposed_input_pays, transposed_layout_pays
+from elmo_keras.layers.lstm import transposed_layout_pays
 from elmo_keras.text import batch_to_ids, encode_token_lists
 
 # "bfloat16": weights stored in bfloat16 (cast once when loaded); the same numbers as "mixed_bfloat16" (float32
@@ -65,9 +65,9 @@ class ElmoEmbedder:
       batch_size: sentences per batch; chunk_size: sentences sorted together (bounds memory and latency);
         char_cnn_batch: words per char-CNN call (bounds the convolution activations, i.e. peak memory).
       step_layout: how the LSTM's per-step weights are laid out for the recurrent GEMMs: "released" (the
-        variables as they are), "transposed" (a transposed copy of W_h and W_P, and in bfloat16 of the
-        input-to-gate kernel too, made once when the embedder is made: more memory, the same numbers) or "auto"
-        (default): transposed where that is faster, i.e. for large matrices (the original size; see
+        variables as they are), "transposed" (a transposed copy of the LSTM kernels and projections, made once
+        when the embedder is made: more memory, the same numbers) or "auto" (default): transposed where that is
+        faster, i.e. in bfloat16 for large matrices (the original size; see
         :func:`elmo_keras.layers.lstm.transposed_layout_pays`).
       jit_compile: run the LSTMs with XLA; batches are then padded to ``batch_size`` rows and a multiple of
         ``length_multiple`` tokens (masked, so results do not change) to bound the number of compilations.
@@ -102,8 +102,7 @@ class ElmoEmbedder:
         boundaries = bilm.boundary_embeddings() if bilm.add_sentence_boundaries else None
         # likewise the LSTM's per-step weights in the transposed layout, where it is faster
         self.step_layout = _resolve_step_layout(bilm, step_layout)
-        steps = (bilm.lstm.transposed_step_weights(transposed_input_pays(bilm.lstm.compute_dtype))
-                 if self.step_layout == "transposed" else None)
+        steps = bilm.lstm.transposed_step_weights(input_kernel=True) if self.step_layout == "transposed" else None
         self._context = tf.function(
             lambda emb, mask: bilm((emb, mask), boundary_embeddings=boundaries, step_weights=steps)["layers"],
             input_signature=[tf.TensorSpec([None, None, p], tf.float32), tf.TensorSpec([None, None], tf.bool)],

@@ -13,8 +13,8 @@ trainable, ``TIME_CHUNK`` steps at a time when frozen, which bounds inference me
 only h_{t-1} W_h and the projection stay in the per-step loop, as one plain GEMM per direction (each in
 its fast 2-D shape, independent, so the executor's inter-op threads can run the two directions side by
 side). A caller that runs a frozen LSTM many times can pass ``step_weights`` (:meth:`transposed_step_weights`):
-the same per-step weights stored transposed, [4D, P] and [P, D], whose GEMMs read them row after row (for
-large matrices much faster, see :func:`transposed_layout_pays`). The loops are ``tf.while_loop`` s
+the same per-step weights stored transposed, [4D, P] and [P, D] (optionally the input-to-gate kernel too),
+on which bfloat16 GEMMs with few rows run about twice as fast (see :func:`transposed_layout_pays`). The loops are ``tf.while_loop`` s
 (TensorFlow backend).
 """
 from __future__ import annotations
@@ -28,26 +28,21 @@ from elmo_keras.deprecation import renamed_arguments
 from elmo_keras.layers.initializers import initializer
 
 TIME_CHUNK = 16  # steps whose input-to-gate products a frozen LSTM computes in one GEMM
-#: W_h size (bytes) from which the per-step GEMMs are faster on transposed weights (measured, see the README)
+#: W_h size (bytes) from which the per-step GEMMs are faster on transposed weights, in bfloat16 (measured)
 TRANSPOSED_FROM_BYTES = 8 << 20
 
 
 def transposed_layout_pays(dim: int, projection_dim: int, dtype: str) -> bool:
     """Whether the per-step GEMMs of an LSTM of this size and compute dtype run faster on transposed weights.
 
-    In the released layout W_h is [P, 4D]: a GEMM reads it in column panels, one 4 KiB page per row, and once the
-    matrix spans more pages than the TLB holds (original size: 32 MB) every panel walks the page tables. On a
-    2-core Xeon (AMX) the transposed layout made the original size 1.35x faster in float32 at batch 64 and a
-    batch-1 call 1.5x faster in bfloat16; on the small size (2 MB) it was slower.
+    Measured on a 2-core Xeon (AMX), rig protocol, alternating runs: in bfloat16 a GEMM on the released
+    [P, 4D] layout with few rows runs at half the speed of the same product on the transposed [4D, P] one
+    (original size: a 10-token sentence 75 -> 52 ms, batch 64 +12% tokens/s); in float32 the two layouts
+    were equally fast (906-990 vs 903-1018 tokens/s) and the copy costs 168 MB, and on the small size (1 MB
+    in bfloat16) the transposed layout was slower. Hence: bfloat16 and W_h of at least 8 MiB.
     """
-    return projection_dim * 4 * dim * np.dtype(dtype).itemsize >= TRANSPOSED_FROM_BYTES
-
-
-def transposed_input_pays(dtype: str) -> bool:
-    """Whether the input-to-gate GEMM is worth a transposed copy of W_x too (where the step weights are
-    transposed): in bfloat16 a short sentence's GEMM took 0.66-0.82 instead of 1.2 ms on the 2-core Xeon (AMX);
-    in float32 it gained little and the copy would cost 134 MB (original size)."""
-    return keras.backend.standardize_dtype(dtype) == "bfloat16"
+    return (keras.backend.standardize_dtype(dtype) == "bfloat16"
+            and projection_dim * 4 * dim * np.dtype(dtype).itemsize >= TRANSPOSED_FROM_BYTES)
 
 
 def _step_product(x, w, transposed: bool):
