@@ -13,9 +13,9 @@ trainable, ``TIME_CHUNK`` steps at a time when frozen, which bounds inference me
 only h_{t-1} W_h and the projection stay in the per-step loop, as one plain GEMM per direction (each in
 its fast 2-D shape, independent, so the executor's inter-op threads can run the two directions side by
 side). A caller that runs a frozen LSTM many times can pass ``step_weights`` (:meth:`transposed_step_weights`):
-the same per-step weights stored transposed, [4D, P] and [P, D] (optionally the input-to-gate kernel too),
-on which bfloat16 GEMMs with few rows run about twice as fast (see :func:`transposed_layout_pays`). The loops are ``tf.while_loop`` s
-(TensorFlow backend).
+the same per-step weights stored transposed, [4D, P] and [P, D] (optionally the input-to-gate kernel too), on
+which bfloat16 GEMMs with few rows run about twice as fast (see :func:`transposed_layout_pays`). The loops are
+``tf.while_loop`` s (TensorFlow backend).
 """
 from __future__ import annotations
 
@@ -73,8 +73,9 @@ class ProjectedBiLSTM(keras.layers.Layer):
         initial_state: optional list with one `(c [2, batch, dim], h [2, batch, projection_dim])` pair per
             layer (index 0 of the leading axis is the forward direction, 1 the backward one). Defaults to zeros
             (`zero_state`).
-        step_weights: optional, from `transposed_step_weights()`: the recurrent and projection weights in the
-            transposed layout, used instead of the variables' (a snapshot: for a frozen LSTM). Same numbers.
+        step_weights: optional, from `transposed_step_weights()`: the recurrent and projection weights (and
+            optionally the input-to-gate kernel) in the transposed layout, used instead of the variables' (a
+            snapshot: for a frozen LSTM). Same numbers.
 
     Returns:
         A pair `(outputs, final_state)`: `outputs` is a list of `num_layers` float tensors
