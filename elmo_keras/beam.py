@@ -73,8 +73,7 @@ class _EmbedShard(_WithEmbedder):
     def process(self, shard: int) -> Iterator[int]:
         with open(self.scan.path, "rb") as stream:
             arrays = embed_shards(self.embedder, self.scan, stream, [shard], self.layers)[0]
-        store.write_shard(os.path.join(self.folder, store.shard_name(shard)), arrays, self.scan.shard_range(shard)[0],
-                          self.storage_dtype)
+        store.commit_shard_file(self.folder, shard, arrays, self.scan.shard_lines, self.storage_dtype)
         logging.info("elmo_keras: shard %d (%d lines) written by worker process %d", shard, len(arrays), os.getpid())
         yield shard
 

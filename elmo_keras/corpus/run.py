@@ -2,8 +2,8 @@
 
 The work goes into ``OUTPUT.partial/``: ``manifest.json`` (what the run is) and committed shards, each committed
 by an atomic rename: shard files, or for hdf5 output records of where the shard's lines lie in the file being
-assembled (see :mod:`elmo_keras.corpus.store`). A killed run (SIGKILL, SIGTERM, Ctrl-C) resumes from its committed shards when the same
-command is run again; a run whose input, model or settings differ stops and says what differs. At the end the
+assembled (see :mod:`elmo_keras.corpus.store`). A killed run (SIGKILL, SIGTERM, Ctrl-C) resumes from its
+committed shards when the same command is run again; a run whose input, model or settings differ stops and says what differs. At the end the
 shards become OUTPUT (``hdf5``: one dataset per line; ``npy``: one file per line; ``shards``: the folder itself).
 """
 from __future__ import annotations
@@ -174,7 +174,7 @@ def shard_groups(shards: list[int], per_group: int) -> list[list[int]]:
 
 def local_runner(embedder: Embedder, progress: bool = True) -> Runner:
     """Embed shards in this process, as many at a time as the embedder sorts together (its ``chunk_size``);
-    committing them (and ``on_commit``) runs in a thread, overlapping with the next group's model work."""
+    ``commit`` (per shard) runs in a thread, overlapping with the next group's model work."""
 
     def run(scan: InputScan, folder: str, shards: list[int], manifest: dict, commit: Commit) -> None:
         bar = keras.utils.Progbar(sum(scan.shard_range(k)[1] for k in shards), unit_name="line",
@@ -203,8 +203,7 @@ def committed_shards(folder: str, scan: InputScan) -> list[int]:
     is deleted."""
     done = []
     for shard in range(scan.shards):
-        for name, complete in ((store.shard_name, store.shard_is_complete),
-                               (store.record_name, store.record_is_complete)):
+        for name, complete in store.committed_forms():
             path = os.path.join(folder, name(shard))
             if os.path.exists(path):
                 if complete(path, scan.shard_range(shard)[1]):
@@ -226,9 +225,8 @@ def _committer(folder: str, manifest: dict, assembly: store.Assembly | None) -> 
     scratch = store.Scratch()  # the writer thread's
     if assembly is not None:
         return lambda shard, arrays: assembly.commit(shard, arrays, scratch)
-    return lambda shard, arrays: store.write_shard(os.path.join(folder, store.shard_name(shard)), arrays,
-                                                   shard * manifest["shard_lines"], manifest["storage_dtype"],
-                                                   scratch)
+    return lambda shard, arrays: store.commit_shard_file(folder, shard, arrays, manifest["shard_lines"],
+                                                         manifest["storage_dtype"], scratch)
 
 
 def _sentence_to_index(path: str) -> dict[str, list[int]]:

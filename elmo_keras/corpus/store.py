@@ -52,7 +52,12 @@ def record_name(shard: int) -> str:
 
 def is_committed(folder: str, shard: int) -> bool:
     """Whether ``shard`` has a shard file or a record in ``folder`` (either exists only once complete)."""
-    return any(os.path.exists(os.path.join(folder, name(shard))) for name in (shard_name, record_name))
+    return any(os.path.exists(os.path.join(folder, name(shard))) for name, _ in committed_forms())
+
+
+def committed_forms() -> tuple:
+    """The ways a shard is committed in a run folder: (file name of shard k, check that such a file is whole)."""
+    return (shard_name, shard_is_complete), (record_name, record_is_complete)
 
 
 def reduce_layers(array: np.ndarray, layers: str) -> np.ndarray:
@@ -152,6 +157,12 @@ def write_shard(path: str, arrays: Sequence[np.ndarray], first_line: int, storag
             with RawWriter(tmp) as raw:
                 raw.write(start, values)
     drop_cached(path)
+
+
+def commit_shard_file(folder: str, shard: int, arrays: Sequence[np.ndarray], shard_lines: int, storage_dtype: str,
+                      scratch: Scratch | None = None) -> None:
+    """Commit ``shard`` (lines ``shard * shard_lines ...``) as its shard file in the run folder ``folder``."""
+    write_shard(os.path.join(folder, shard_name(shard)), arrays, shard * shard_lines, storage_dtype, scratch)
 
 
 def shard_is_complete(path: str, lines: int) -> bool:
@@ -360,8 +371,7 @@ class Assembly:
 
     def commit(self, shard: int, arrays: Sequence[np.ndarray], scratch: Scratch | None = None) -> None:
         """Commit ``shard`` computed in this process (a shard file), then add its lines."""
-        write_shard(os.path.join(self.folder, shard_name(shard)), arrays, shard * self.manifest["shard_lines"],
-                    self.dtype, scratch)
+        commit_shard_file(self.folder, shard, arrays, self.manifest["shard_lines"], self.dtype, scratch)
         self.add(shard, arrays)
 
     def add_committed(self) -> None:

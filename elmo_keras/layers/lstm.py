@@ -133,11 +133,11 @@ class ProjectedBiLSTM(keras.layers.Layer):
         """A snapshot of the per-step weights, transposed: per layer, per direction ``(W_x^T [4D, P] or None,
         W_h^T [4D, P], W_P^T [P, D])`` in the compute dtype, for ``call(..., step_weights=...)``; W_x^T (the
         input-to-gate kernel) only with ``input_kernel``. Taken now: made again after the weights change."""
-        p, dtype = self.projection_dim, self.compute_dtype
-        return [[(tf.transpose(ops.cast(self.kernels[k][d], dtype)[:p]) if input_kernel else None,
-                  tf.transpose(ops.cast(self.kernels[k][d], dtype)[p:]),
-                  tf.transpose(ops.cast(self.projections[k][d], dtype))) for d in (0, 1)]
-                for k in range(self.num_layers)]
+        def transposed(k, d):
+            w_x, w_h, _, w_p = self._direction_weights(k, d)
+            return tf.transpose(w_x) if input_kernel else None, tf.transpose(w_h), tf.transpose(w_p)
+
+        return [[transposed(k, d) for d in (0, 1)] for k in range(self.num_layers)]
 
     def _direction_weights(self, k: int, direction: int):
         """(W_x [P, 4D], W_h [P, 4D], b [4D], W_P [D, P]) of layer ``k``, one direction, in the compute dtype."""
