@@ -96,7 +96,8 @@ class ElmoEmbedder:
         self.cache: dict[str, np.ndarray] = {}
         chars = bilm.max_characters_per_token
         p = bilm.projection_dim
-        self._encode = tf.function(lambda ids: bilm.char_cnn(ids),
+        # trim_padding: the char CNN convolves only up to the longest word of each call (same numbers)
+        self._encode = tf.function(lambda ids: bilm.char_cnn(ids, trim_padding=True),
                                    input_signature=[tf.TensorSpec([None, chars], tf.int32)])
         # <S> and </S> through the char CNN once, not in every call (a batch-1 call would pay ~10% for them)
         boundaries = bilm.boundary_embeddings() if bilm.add_sentence_boundaries else None
@@ -108,7 +109,8 @@ class ElmoEmbedder:
             input_signature=[tf.TensorSpec([None, None, p], tf.float32), tf.TensorSpec([None, None], tf.bool)],
             jit_compile=jit_compile)
         # a lone sentence with new words: char CNN and biLM in one call (no round trip through NumPy between them)
-        self._whole = tf.function(lambda ids: bilm(ids, boundary_embeddings=boundaries, step_weights=steps)["layers"],
+        self._whole = tf.function(lambda ids: bilm(ids, boundary_embeddings=boundaries, step_weights=steps,
+                                                   trim_padding=True)["layers"],
                                   input_signature=[tf.TensorSpec([None, None, chars], tf.int32)])
         if token_cache is not None:
             self.add_to_cache(token_cache)
@@ -126,11 +128,17 @@ class ElmoEmbedder:
 
     def _char_cnn(self, words: Sequence[str]) -> np.ndarray:
         """Words -> [n, P] float32, ``char_cnn_batch`` words per call: the convolution activations
-        ([words, 50, filters] per width) are what bounds peak memory, not the weights."""
-        parts = [self._encode(batch_to_ids([list(words[i:i + self.char_cnn_batch])])[0]).numpy()
+        ([words, 50, filters] per width) are what bounds peak memory, not the weights. Words go by length, so
+        that each call convolves only as far as its own longest word (``trim_padding``)."""
+        if not words:
+            return np.zeros((0, self.bilm.projection_dim), np.float32)
+        order = sorted(range(len(words)), key=lambda i: len(words[i]))
+        by_length = [words[i] for i in order]
+        parts = [self._encode(batch_to_ids([by_length[i:i + self.char_cnn_batch]])[0]).numpy()
                  for i in range(0, len(words), self.char_cnn_batch)]
-        return np.concatenate(parts).astype(np.float32) if parts else np.zeros((0, self.bilm.projection_dim),
-                                                                                np.float32)
+        out = np.empty((len(words), self.bilm.projection_dim), np.float32)
+        out[order] = np.concatenate(parts)
+        return out
 
     def _remember(self, computed: dict[str, np.ndarray]) -> None:
         """Cache newly computed word vectors, all of them or (no room left) none."""

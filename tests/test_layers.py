@@ -215,3 +215,30 @@ def test_frozen_lstm_memory_does_not_grow_with_the_input_gates_of_all_steps():
         peaks.append(tf.config.experimental.get_memory_info("CPU:0")["peak"] - before)
     all_gates = 2 * (112 - 16) * 32 * 4 * 1024 * 4  # bytes of the extra steps' gates, both directions
     assert peaks[1] - peaks[0] < all_gates // 4, (peaks, all_gates)
+
+
+@pytest.mark.parametrize("trainable", [True, False])
+def test_lstm_final_state_and_outputs_do_not_depend_on_padding(trainable):
+    """Each row's outputs and final state (its state after its own last step, both directions) equal those of the
+    row run alone without padding; padded steps output zeros; without the final state the outputs are the same."""
+    lstm = ek.ProjectedBiLSTM(num_layers=2, dim=12, projection_dim=6, cell_clip=3.0, proj_clip=3.0,
+                              use_skip_connections=True)
+    lstm.trainable = trainable
+    lengths = [7, 3, 1, 0]
+    inputs = np.random.default_rng(5).normal(size=(len(lengths), 7, 6)).astype("float32")
+    mask = np.arange(7)[None, :] < np.array(lengths)[:, None]
+    outputs, state = lstm(inputs, mask)
+    fast_outputs, no_state = lstm(inputs, mask, return_final_state=False)
+    assert no_state is None
+    for a, b in zip(outputs, fast_outputs):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    zero = lstm.zero_state(1)
+    for row, n in enumerate(lengths):
+        for layer in outputs:
+            assert np.all(np.asarray(layer)[row, n:] == 0)
+        alone_outputs, alone_state = lstm(inputs[row:row + 1, :n], np.ones((1, n), bool)) if n else ([], zero)
+        for layer, alone in zip(outputs, alone_outputs):
+            np.testing.assert_allclose(np.asarray(layer)[row, :n], np.asarray(alone)[0], rtol=0, atol=1e-6)
+        for (c, h), (c_alone, h_alone) in zip(state, alone_state):
+            np.testing.assert_allclose(np.asarray(c)[:, row], np.asarray(c_alone)[:, 0], rtol=0, atol=1e-6)
+            np.testing.assert_allclose(np.asarray(h)[:, row], np.asarray(h_alone)[:, 0], rtol=0, atol=1e-6)

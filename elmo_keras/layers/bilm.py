@@ -182,16 +182,18 @@ class BiLM(keras.layers.Layer):
         """The char-CNN vectors of <S> and </S>: [2, P] (what :meth:`call` adds around each sentence)."""
         return self.char_cnn(ops.convert_to_tensor(boundary_char_ids(self.max_characters_per_token)))
 
-    def call(self, inputs, boundary_embeddings=None, step_weights=None):
+    def call(self, inputs, boundary_embeddings=None, step_weights=None, trim_padding: bool = False):
         """``boundary_embeddings``: optional [2, P] char-CNN vectors of <S> and </S> (computed once by a caller
         that runs the biLM many times, e.g. ElmoEmbedder); by default they are computed in every call.
-        ``step_weights``: optional ``bilm.lstm.transposed_step_weights()``, likewise (LSTM encoder only)."""
+        ``step_weights``: optional ``bilm.lstm.transposed_step_weights()``, likewise (LSTM encoder only).
+        ``trim_padding``: the char CNN's (:class:`CharCNN`), for char-id inputs: same results, fewer operations,
+        shapes that depend on the data (not for XLA)."""
         if step_weights is not None and self.encoder_type != "lstm":
             raise ValueError(f"step_weights are for the LSTM encoder, this biLM has a {self.encoder_type}")
         if isinstance(inputs, (tuple, list)):  # (token vectors [B, T, P], mask [B, T]): e.g. from a token cache
             return self._contextualize(*inputs, boundary_embeddings=boundary_embeddings, step_weights=step_weights)
         char_ids = check_char_ids(inputs, self.max_characters_per_token, self.options["char_cnn"]["n_characters"])
-        return self._contextualize(self.char_cnn(char_ids), ops.any(char_ids > 0, axis=-1),
+        return self._contextualize(self.char_cnn(char_ids, trim_padding=trim_padding), ops.any(char_ids > 0, axis=-1),
                                    boundary_embeddings=boundary_embeddings, step_weights=step_weights)
 
     def _contextualize(self, token_embeddings, mask, boundary_embeddings=None, step_weights=None):
@@ -231,7 +233,7 @@ class BiLM(keras.layers.Layer):
         if self.encoder_type != "lstm":
             return self.encoder(inputs, mask)
         if not self.stateful:
-            return self.lstm(inputs, mask, step_weights=step_weights)[0]
+            return self.lstm(inputs, mask, step_weights=step_weights, return_final_state=False)[0]
         batch = ops.shape(inputs)[0]
         tf.debugging.assert_less_equal(
             batch, self.max_batch_size,

@@ -6,9 +6,11 @@ Cell (TF gate order i, j, f, o; forget bias +1)::
     c_t = clip(sigmoid(f + 1) * c_{t-1} + sigmoid(i) * tanh(j), cell_clip)
     h_t = clip((sigmoid(o) * tanh(c_t)) W_P, proj_clip)
 
-Both directions are processed together: the backward stack reads the time axis reversed, and state is
-only updated at unmasked steps, so each sentence is read backwards from its own last token (padding never
-leaks in). The input-to-gate products of many steps are one large matmul per direction (all steps when
+Both directions are processed together: the backward stack reads each row reversed within its own length
+(``tf.reverse_sequence``), so in both directions a row's real steps come first and its padding after. The
+steps therefore need no masking: a row's padded steps come after everything its outputs depend on, and
+their outputs are zeroed once per layer after the loop. Only a caller that wants the final state (a stateful
+biLM) gets per-step masking, which holds each row's state after its last real step. The input-to-gate products of many steps are one large matmul per direction (all steps when
 trainable, ``TIME_CHUNK`` steps at a time when frozen, which bounds inference memory);
 only h_{t-1} W_h and the projection stay in the per-step loop, as one plain GEMM per direction (each in
 its fast 2-D shape, independent, so the executor's inter-op threads can run the two directions side by
@@ -45,6 +47,11 @@ def transposed_layout_pays(dim: int, projection_dim: int, dtype: str) -> bool:
             and projection_dim * 4 * dim * np.dtype(dtype).itemsize >= TRANSPOSED_FROM_BYTES)
 
 
+def _reverse_rows(x, lengths):
+    """[T, B, ...] -> each row's first ``lengths[b]`` steps reversed, its padded steps left where they are."""
+    return tf.reverse_sequence(x, lengths, seq_axis=0, batch_axis=1)
+
+
 def _step_product(x, w, transposed: bool):
     """x [B, K] times a per-step weight: ``w`` [K, N], or ``transposed`` [N, K] (then W^T x^T, turned back)."""
     return tf.transpose(tf.matmul(w, x, transpose_b=True)) if transposed else tf.matmul(x, w)
@@ -73,6 +80,8 @@ class ProjectedBiLSTM(keras.layers.Layer):
         initial_state: optional list with one `(c [2, batch, dim], h [2, batch, projection_dim])` pair per
             layer (index 0 of the leading axis is the forward direction, 1 the backward one). Defaults to zeros
             (`zero_state`).
+        return_final_state: bool, compute the final state (each row's state after its last real step, which
+            costs masking every step). `False` returns `None` in its place, faster. Defaults to `True`.
         step_weights: optional, from `transposed_step_weights()`: the recurrent and projection weights (and
             optionally the input-to-gate kernel) in the transposed layout, used instead of the variables' (a
             snapshot: for a frozen LSTM). Same numbers.
@@ -80,7 +89,8 @@ class ProjectedBiLSTM(keras.layers.Layer):
     Returns:
         A pair `(outputs, final_state)`: `outputs` is a list of `num_layers` float tensors
         `[batch, timesteps, 2 * projection_dim]` (forward then backward halves, zero at masked steps);
-        `final_state` is structured like `initial_state`. The cell state stays float32 under mixed precision.
+        `final_state` is structured like `initial_state` (`None` with `return_final_state=False`). The cell state
+        stays float32 under mixed precision.
 
     Example:
 
@@ -155,10 +165,12 @@ class ProjectedBiLSTM(keras.layers.Layer):
         m_new = tf.cast(tf.sigmoid(o) * tf.tanh(c_new), w_p.dtype)
         return c_new, self._clip(_step_product(m_new, w_p, transposed), self.proj_clip)
 
-    def _scan_layer(self, k, xs, masks, c, h, step_weights=None):
-        """Layer ``k``, both directions in one loop: xs, masks: per direction [T, B, P] / [T, B, 1] in processing
-        order; c, h: per direction [B, D] / [B, P]; step_weights: this layer's transposed (W_x^T or None, W_h^T,
-        W_P^T) per direction, or None -> (per direction h_seq [T, B, P], (c, h)).
+    def _scan_layer(self, k, xs, mask, c, h, step_weights=None, hold_state: bool = True):
+        """Layer ``k``, both directions in one loop: xs: per direction [T, B, P] in processing order (each row's
+        real steps first); mask: [T, B, 1]; c, h: per direction [B, D] / [B, P]; step_weights: this layer's
+        transposed (W_x^T or None, W_h^T, W_P^T) per direction, or None; hold_state: keep each row's state from
+        its last real step on (for the final state; else padded steps update it freely, which no real output
+        depends on) -> (per direction h_seq [T, B, P], not zeroed at padded steps; (c, h)).
 
         The input-to-gate products are one large GEMM per direction: over all steps when trainable (a
         TensorArray of them, whose gradient is per step), else over ``TIME_CHUNK`` steps at a time (so a long
@@ -184,10 +196,11 @@ class ProjectedBiLSTM(keras.layers.Layer):
                 for direction, (_, w_h, _, w_p) in enumerate(weights):
                     gates = gate_reads[direction](t) + _step_product(h[direction], w_h, transposed)
                     c_t, h_t = self._cell(gates, c[direction], w_p, transposed)
-                    m = masks[direction][t]
-                    new_c.append(tf.where(m, c_t, c[direction]))
-                    new_h.append(tf.where(m, h_t, h[direction]))
-                    new_out.append(out_tas[direction].write(t, tf.where(m, h_t, tf.zeros_like(h_t))))
+                    if hold_state:
+                        c_t, h_t = tf.where(mask[t], c_t, c[direction]), tf.where(mask[t], h_t, h[direction])
+                    new_c.append(c_t)
+                    new_h.append(h_t)
+                    new_out.append(out_tas[direction].write(t, h_t))
                 return t + 1, new_c, new_h, new_out
 
             return tf.while_loop(lambda t, *_: t < end, body, (start, c, h, out_tas))[1:]
@@ -210,29 +223,28 @@ class ProjectedBiLSTM(keras.layers.Layer):
             h_seq.set_shape([None, None, self.projection_dim])
         return h_seqs, (c, h)
 
-    def call(self, inputs, mask, initial_state=None, step_weights=None):
+    def call(self, inputs, mask, initial_state=None, step_weights=None, return_final_state: bool = True):
         x = ops.transpose(inputs, (1, 0, 2))  # [T, B, P]
-        m = ops.transpose(ops.cast(mask, "bool"), (1, 0))[..., None]  # [T, B, 1]
-        xs, masks = [x, ops.flip(x, axis=0)], [m, ops.flip(m, axis=0)]  # processing order of each direction
+        mask = ops.cast(mask, "bool")
+        lengths = ops.sum(ops.cast(mask, "int32"), axis=1)
+        m = ops.transpose(mask, (1, 0))[..., None]  # [T, B, 1]
+        xs = [x, _reverse_rows(x, lengths)]  # processing order of each direction: real steps first
         if initial_state is None:
             initial_state = self.zero_state(ops.shape(inputs)[0])
         outputs, final_state = [], []
         for k in range(self.num_layers):
             c0, h0 = initial_state[k]
-            h_seqs, (c, h) = self._scan_layer(k, xs, masks, tf.unstack(ops.cast(c0, "float32"), 2),
+            h_seqs, (c, h) = self._scan_layer(k, xs, m, tf.unstack(ops.cast(c0, "float32"), 2),
                                               tf.unstack(ops.cast(h0, self.compute_dtype), 2),
-                                              None if step_weights is None else step_weights[k])
+                                              None if step_weights is None else step_weights[k], return_final_state)
             if self.use_skip_connections and k > 0:
-                h_seqs = [ops.where(m_d, h_d + x_d, ops.zeros_like(h_d)) for h_d, x_d, m_d in zip(h_seqs, xs, masks)]
+                h_seqs = [h_d + x_d for h_d, x_d in zip(h_seqs, xs)]
+            h_seqs = [ops.where(m, h_d, ops.zeros_like(h_d)) for h_d in h_seqs]  # padded steps: zero, once
             final_state.append((ops.stack(c), ops.stack(h)))
-            outputs.append(self._to_batch_major(*h_seqs))
+            outputs.append(ops.transpose(ops.concatenate([h_seqs[0], _reverse_rows(h_seqs[1], lengths)], axis=-1),
+                                         (1, 0, 2)))  # [B, T, 2P]: forward ; backward, both in reading order
             xs = h_seqs
-        return outputs, final_state
-
-    @staticmethod
-    def _to_batch_major(forward, backward):
-        """Per direction [T, B, P] in processing order -> [B, T, 2P] (forward ; backward, both in reading order)."""
-        return ops.transpose(ops.concatenate([forward, ops.flip(backward, axis=0)], axis=-1), (1, 0, 2))
+        return outputs, final_state if return_final_state else None
 
     def get_config(self):
         return {**super().get_config(), "num_layers": self.num_layers, "dim": self.dim,
