@@ -137,7 +137,12 @@ class ProjectedBiLSTM(keras.layers.Layer):
 
     @staticmethod
     def _clip(x, limit: float | None):
-        return x if limit is None else ops.clip(x, -limit, limit)
+        """``x`` clipped to [-limit, limit]: one ClipByValue op (``tf.clip_by_value`` is two, minimum then
+        maximum, the same numbers; in the per-step loop every op counts)."""
+        if limit is None:
+            return x
+        return tf.raw_ops.ClipByValue(t=x, clip_value_min=tf.constant(-limit, x.dtype),
+                                      clip_value_max=tf.constant(limit, x.dtype))
 
     def transposed_step_weights(self, input_kernel: bool = False) -> list:
         """A snapshot of the per-step weights, transposed: per layer, per direction ``(W_x^T [4D, P] or None,
