@@ -323,16 +323,17 @@ def compare(args) -> None:
 
 
 def markdown_table(results: list[dict]) -> str:
-    """The README's performance table from results JSONs."""
-    lines = ["| size | implementation | tokens/s | vs AllenNLP | p50 latency, 10 tokens | vs AllenNLP "
-             "| CPU use (cores) | peak RSS |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    """The README's performance table from results JSONs (one block of rows per results file)."""
+    lines = ["| machine | size | implementation | tokens/s | vs AllenNLP | p50 latency, 10 tokens | vs AllenNLP "
+             "| CPU use (cores) | peak RSS |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for result in results:
+        machine = f"{result['machine']['cpu']}, {result['machine']['date'][:10]}"
         for name, m in result["medians"].items():
             ratio = result["ratios_vs_allennlp"].get(name, {"throughput": 1.0, "latency": 1.0})
             label = "AllenNLP 2.10.1" if name == "allennlp" else f"elmo_keras {name}"
-            lines.append(f"| {result['size']} | {label} | {m['tokens_per_s']:.0f} | {ratio['throughput']:.2f}x "
-                         f"| {m['p50_latency_ms']:.0f} ms | {ratio['latency']:.2f}x | {m['cpu_per_wall']:.2f} "
-                         f"| {m['peak_rss_mb'] / 1024:.2f} GB |")
+            lines.append(f"| {machine} | {result['size']} | {label} | {m['tokens_per_s']:.0f} "
+                         f"| {ratio['throughput']:.2f}x | {m['p50_latency_ms']:.0f} ms | {ratio['latency']:.2f}x "
+                         f"| {m['cpu_per_wall']:.2f} | {m['peak_rss_mb'] / 1024:.2f} GB |")
     return "\n".join(lines)
 
 

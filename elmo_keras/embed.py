@@ -96,7 +96,8 @@ class ElmoEmbedder:
         self.cache: dict[str, np.ndarray] = {}
         chars = bilm.max_characters_per_token
         p = bilm.projection_dim
-        # trim_padding: the char CNN convolves only up to the longest word of each call (same numbers)
+        # trim_padding: the char CNN convolves only up to the longest word of each call (same values to float32
+        # rounding)
         self._encode = tf.function(lambda ids: bilm.char_cnn(ids, trim_padding=True),
                                    input_signature=[tf.TensorSpec([None, chars], tf.int32)])
         # <S> and </S> through the char CNN once, not in every call (a batch-1 call would pay ~10% for them)

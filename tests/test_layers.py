@@ -1,6 +1,10 @@
 """Layer behaviour: stateless batch invariance, freezing, ScalarMix options, configs, masks."""
+import functools
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import tensorflow as tf
 import keras
 
@@ -242,3 +246,31 @@ def test_lstm_final_state_and_outputs_do_not_depend_on_padding(trainable):
         for (c, h), (c_alone, h_alone) in zip(state, alone_state):
             np.testing.assert_allclose(np.asarray(c)[:, row], np.asarray(c_alone)[:, 0], rtol=0, atol=1e-6)
             np.testing.assert_allclose(np.asarray(h)[:, row], np.asarray(h_alone)[:, 0], rtol=0, atol=1e-6)
+
+
+@functools.lru_cache(maxsize=None)
+def _trim_cnn():
+    """One small CharCNN (random weights, non-zero biases) for the trim_padding property test."""
+    cnn = ek.CharCNN([[1, 4], [2, 8], [3, 8], [7, 16]], num_highway_layers=1, projection_dim=6)
+    cnn.build((None, 50))
+    rng = np.random.default_rng(11)
+    cnn.set_weights([rng.normal(size=w.shape).astype("float32") for w in cnn.get_weights()])
+    return cnn
+
+
+_TOKENS = st.text(alphabet=st.sampled_from("ab.éß😀\u00a0"), min_size=1, max_size=60)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(_TOKENS, max_size=5), min_size=1, max_size=4))
+def test_char_cnn_trim_padding_gives_the_same_numbers(sentences):
+    """trim_padding (convolve only up to the batch's longest token head, the windows over padding joined as one
+    constant) equals the full convolutions to float32 rounding: any token length up to past 48 bytes (no
+    padding left), padding tokens, rows of different lengths, an empty batch."""
+    cnn = _trim_cnn()
+    ids = ek.batch_to_ids(sentences)
+    full, trimmed = np.asarray(cnn(ids)), np.asarray(cnn(ids, trim_padding=True))
+    # the same windows; oneDNN may block a shorter convolution differently, so float32 rounding may differ
+    np.testing.assert_allclose(trimmed, full, rtol=1e-6, atol=1e-6 * float(np.abs(full).max(initial=1.0)))
+    flat = ids.reshape(-1, 50)[:0]
+    assert np.asarray(cnn(flat, trim_padding=True)).shape == (0, 6)

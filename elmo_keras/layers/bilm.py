@@ -186,14 +186,15 @@ class BiLM(keras.layers.Layer):
         """``boundary_embeddings``: optional [2, P] char-CNN vectors of <S> and </S> (computed once by a caller
         that runs the biLM many times, e.g. ElmoEmbedder); by default they are computed in every call.
         ``step_weights``: optional ``bilm.lstm.transposed_step_weights()``, likewise (LSTM encoder only).
-        ``trim_padding``: the char CNN's (:class:`CharCNN`), for char-id inputs: same results, fewer operations,
-        shapes that depend on the data (not for XLA)."""
+        ``trim_padding``: the char CNN's (:class:`CharCNN`), for char-id inputs: same results to float32
+        rounding, fewer operations, shapes that depend on the data (not for XLA)."""
         if step_weights is not None and self.encoder_type != "lstm":
             raise ValueError(f"step_weights are for the LSTM encoder, this biLM has a {self.encoder_type}")
         if isinstance(inputs, (tuple, list)):  # (token vectors [B, T, P], mask [B, T]): e.g. from a token cache
             return self._contextualize(*inputs, boundary_embeddings=boundary_embeddings, step_weights=step_weights)
         char_ids = check_char_ids(inputs, self.max_characters_per_token, self.options["char_cnn"]["n_characters"])
-        return self._contextualize(self.char_cnn(char_ids, trim_padding=trim_padding), ops.any(char_ids > 0, axis=-1),
+        return self._contextualize(self.char_cnn(char_ids, trim_padding=trim_padding),
+                                   ops.any(char_ids > 0, axis=-1),
                                    boundary_embeddings=boundary_embeddings, step_weights=step_weights)
 
     def _contextualize(self, token_embeddings, mask, boundary_embeddings=None, step_weights=None):

@@ -38,9 +38,9 @@ class CharCNN(keras.layers.Layer):
         inputs: int tensor `[..., max_characters_per_token]` of shifted char ids (see
             `elmo_keras.batch_to_ids`); a token whose ids are all 0 is padding.
         trim_padding: bool, convolve only over the character positions before the padding that ends each token
-            (as long as the batch's longest token needs): the same results with far fewer operations (a 10-token
-            sentence: about 14 windows per filter instead of 44-50). Shapes then depend on the data, which XLA
-            cannot compile, hence off by default; `ElmoEmbedder` uses it. Defaults to `False`.
+            (as long as the batch's longest token needs): the same results to float32 rounding with far fewer
+            operations (a 10-token sentence: about 14 windows per filter instead of 44-50). Shapes then depend on
+            the data, which XLA cannot compile, hence off by default; `ElmoEmbedder` uses it. Defaults to `False`.
 
     Returns:
         A float tensor `[..., projection_dim]`, with the Keras mask `any(inputs > 0, axis=-1)`

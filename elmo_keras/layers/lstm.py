@@ -10,7 +10,8 @@ Both directions are processed together: the backward stack reads each row revers
 (``tf.reverse_sequence``), so in both directions a row's real steps come first and its padding after. The
 steps therefore need no masking: a row's padded steps come after everything its outputs depend on, and
 their outputs are zeroed once per layer after the loop. Only a caller that wants the final state (a stateful
-biLM) gets per-step masking, which holds each row's state after its last real step. The input-to-gate products of many steps are one large matmul per direction (all steps when
+biLM) gets per-step masking, which holds each row's state after its last real step. The input-to-gate
+products of many steps are one large matmul per direction (all steps when
 trainable, ``TIME_CHUNK`` steps at a time when frozen, which bounds inference memory);
 only h_{t-1} W_h and the projection stay in the per-step loop, as one plain GEMM per direction (each in
 its fast 2-D shape, independent, so the executor's inter-op threads can run the two directions side by
