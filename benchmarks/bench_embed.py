@@ -286,6 +286,10 @@ def compare(args) -> None:
     args.options = args.options or os.path.join(rig, "weights", f"elmo_{args.size}_options.json")
     args.weights = args.weights or os.path.join(rig, "weights", f"elmo_{args.size}_random.hdf5")
     args.sentences_file = args.sentences_file or os.path.join(rig, "bench_sentences.txt")
+    if args.extra_dtypes is None:
+        from elmo_keras.cpu import bf16_units
+
+        args.extra_dtypes = "bfloat16" if bf16_units() else ""
     extra_dtypes = [d for d in args.extra_dtypes.split(",") if d]
     runs: dict[str, list[dict]] = {"allennlp": [], "float32": [], **{d: [] for d in extra_dtypes}}
     with tempfile.TemporaryDirectory() as tmp:
@@ -347,7 +351,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds (AllenNLP, ours)")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--extra-dtypes", default="bfloat16", help="also run ours with these dtypes (comma-separated)")
+    parser.add_argument("--extra-dtypes", default=None,
+                        help="also run ours with these dtypes (comma-separated; default: bfloat16 where the CPU has "
+                             "bf16 matrix units, as dtype='auto' decides, else none: it is emulated and slow there)")
     parser.add_argument("--out", help="results JSON (default benchmarks/results/bench_embed_SIZE.json)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--dtype", default="float32", help=argparse.SUPPRESS)
