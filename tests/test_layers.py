@@ -274,3 +274,9 @@ def test_char_cnn_trim_padding_gives_the_same_numbers(sentences):
     np.testing.assert_allclose(trimmed, full, rtol=1e-6, atol=1e-6 * float(np.abs(full).max(initial=1.0)))
     flat = ids.reshape(-1, 50)[:0]
     assert np.asarray(cnn(flat, trim_padding=True)).shape == (0, 6)
+
+
+def test_lstm_mask_with_a_hole_is_an_error():
+    lstm = ek.ProjectedBiLSTM(num_layers=1, dim=4, projection_dim=2)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="True for each row's first steps"):
+        lstm(np.ones((1, 3, 2), "float32"), np.array([[True, False, True]]))

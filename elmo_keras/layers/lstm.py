@@ -233,6 +233,9 @@ class ProjectedBiLSTM(keras.layers.Layer):
         x = ops.transpose(inputs, (1, 0, 2))  # [T, B, P]
         mask = ops.cast(mask, "bool")
         lengths = ops.sum(ops.cast(mask, "int32"), axis=1)
+        tf.debugging.assert_equal(  # each row read backwards from its own last step needs padding last
+            mask, tf.sequence_mask(lengths, ops.shape(mask)[1]),
+            message="elmo_keras: ProjectedBiLSTM's mask must be True for each row's first steps, False after them")
         m = ops.transpose(mask, (1, 0))[..., None]  # [T, B, 1]
         xs = [x, _reverse_rows(x, lengths)]  # processing order of each direction: real steps first
         if initial_state is None:
