@@ -15,7 +15,7 @@ from elmo_keras.hub_module import read_hub_module
 from elmo_keras.layers.char_cnn import CharCNN
 from elmo_keras.layers.gated_cnn import BiGatedCNN
 from elmo_keras.layers.initializers import weights_loaded_next
-from elmo_keras.layers.lstm import ProjectedBiLSTM
+from elmo_keras.layers.lstm import ProjectedBiLSTM, prefix_lengths
 from elmo_keras.layers.transformer import BiTransformer
 from elmo_keras.options import encoder_options, load_options, normalize_options
 from elmo_keras.presets import preset_files
@@ -199,10 +199,8 @@ class BiLM(keras.layers.Layer):
 
     def _contextualize(self, token_embeddings, mask, boundary_embeddings=None, step_weights=None):
         mask = ops.cast(mask, "bool")
-        lengths = ops.sum(ops.cast(mask, "int32"), axis=1)
-        tf.debugging.assert_equal(
-            mask, tf.sequence_mask(lengths, ops.shape(mask)[1]),
-            message="elmo_keras: padding tokens (all-zero char ids) must come after the real tokens of each row")
+        lengths = prefix_lengths(
+            mask, "elmo_keras: padding tokens (all-zero char ids) must come after the real tokens of each row")
         fmask = ops.cast(mask, self.compute_dtype)[..., None]
         tokens = ops.cast(token_embeddings, self.compute_dtype) * fmask  # [B, T, P]
         if self.add_sentence_boundaries:

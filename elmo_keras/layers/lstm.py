@@ -48,6 +48,13 @@ def transposed_layout_pays(dim: int, projection_dim: int, dtype: str) -> bool:
             and projection_dim * 4 * dim * np.dtype(dtype).itemsize >= TRANSPOSED_FROM_BYTES)
 
 
+def prefix_lengths(mask, message: str):
+    """Bool mask [B, T] -> each row's count of True [B] (int32), asserting (``message``) that they come first."""
+    lengths = ops.sum(ops.cast(mask, "int32"), axis=1)
+    tf.debugging.assert_equal(mask, tf.sequence_mask(lengths, ops.shape(mask)[1]), message=message)
+    return lengths
+
+
 def _reverse_rows(x, lengths):
     """[T, B, ...] -> each row's first ``lengths[b]`` steps reversed, its padded steps left where they are."""
     return tf.reverse_sequence(x, lengths, seq_axis=0, batch_axis=1)
@@ -232,10 +239,8 @@ class ProjectedBiLSTM(keras.layers.Layer):
     def call(self, inputs, mask, initial_state=None, step_weights=None, return_final_state: bool = True):
         x = ops.transpose(inputs, (1, 0, 2))  # [T, B, P]
         mask = ops.cast(mask, "bool")
-        lengths = ops.sum(ops.cast(mask, "int32"), axis=1)
-        tf.debugging.assert_equal(  # each row read backwards from its own last step needs padding last
-            mask, tf.sequence_mask(lengths, ops.shape(mask)[1]),
-            message="elmo_keras: ProjectedBiLSTM's mask must be True for each row's first steps, False after them")
+        lengths = prefix_lengths(  # each row read backwards from its own last step needs padding last
+            mask, "elmo_keras: ProjectedBiLSTM's mask must be True for each row's first steps, False after them")
         m = ops.transpose(mask, (1, 0))[..., None]  # [T, B, 1]
         xs = [x, _reverse_rows(x, lengths)]  # processing order of each direction: real steps first
         if initial_state is None:
@@ -249,7 +254,8 @@ class ProjectedBiLSTM(keras.layers.Layer):
             if self.use_skip_connections and k > 0:
                 h_seqs = [h_d + x_d for h_d, x_d in zip(h_seqs, xs)]
             h_seqs = [ops.where(m, h_d, ops.zeros_like(h_d)) for h_d in h_seqs]  # padded steps: zero, once
-            final_state.append((ops.stack(c), ops.stack(h)))
+            if return_final_state:
+                final_state.append((ops.stack(c), ops.stack(h)))
             outputs.append(ops.transpose(ops.concatenate([h_seqs[0], _reverse_rows(h_seqs[1], lengths)], axis=-1),
                                          (1, 0, 2)))  # [B, T, 2P]: forward ; backward, both in reading order
             xs = h_seqs
