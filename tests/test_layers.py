@@ -178,19 +178,26 @@ def test_keras_mask_reaches_a_bigru(case, tmp_path):
             np.testing.assert_allclose(outputs[1, :1], np.asarray(run(alone))[0], atol=1e-6)
 
 
-@pytest.mark.parametrize("batch", [4, 7])
-def test_frozen_lstm_reads_time_in_chunks_with_the_same_results(batch):
-    """A frozen ProjectedBiLSTM computes its input-to-gate products TIME_CHUNK steps at a time (at batch 7, as
-    two GEMMs of at most GEMM_ROWS rows each): same outputs and final states as the trainable path (all steps
-    at once), for rows shorter and longer than a chunk."""
-    from elmo_keras.layers.lstm import GEMM_ROWS, TIME_CHUNK
+def test_chunk_steps_fill_gemm_rows():
+    from elmo_keras.layers.lstm import GEMM_ROWS, chunk_steps
 
-    assert (TIME_CHUNK * 4 <= GEMM_ROWS) and (TIME_CHUNK * 7 > GEMM_ROWS)
+    assert [int(chunk_steps(b)) for b in (0, 1, 4, 7, 48, 49, 96, 97, 256)] == \
+        [GEMM_ROWS, GEMM_ROWS, GEMM_ROWS // 4, GEMM_ROWS // 7, 2, 1, 1, 1, 1]
+
+
+@pytest.mark.parametrize("batch", [4, 7, 50])
+def test_frozen_lstm_reads_time_in_chunks_with_the_same_results(batch):
+    """A frozen ProjectedBiLSTM computes its input-to-gate products chunk_steps(batch) steps at a time (24, 13
+    and 1): same outputs and final states as the trainable path (all steps at once), for rows shorter and
+    longer than a chunk."""
+    from elmo_keras.layers.lstm import chunk_steps
+
+    chunk = int(chunk_steps(batch))
     lstm = ek.ProjectedBiLSTM(num_layers=2, dim=12, projection_dim=6, cell_clip=3.0, proj_clip=3.0,
                               use_skip_connections=True)
-    steps = 2 * TIME_CHUNK + 5
+    steps = 2 * chunk + 5
     inputs = np.random.default_rng(3).normal(size=(batch, steps, 6)).astype("float32")
-    lengths = [steps, TIME_CHUNK, 3, 0, steps - 1, 1, TIME_CHUNK + 1][:batch]
+    lengths = ([steps, chunk, 3, 0, steps - 1, 1, chunk + 1] * 8)[:batch]
     mask = np.arange(steps)[None, :] < np.array(lengths)[:, None]
     lstm.trainable = True
     full = tf.function(lambda x, m: lstm(x, m))(inputs, mask)
@@ -198,23 +205,6 @@ def test_frozen_lstm_reads_time_in_chunks_with_the_same_results(batch):
     chunked = tf.function(lambda x, m: lstm(x, m))(inputs, mask)
     for a, b in zip(tf.nest.flatten(full), tf.nest.flatten(chunked)):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=1e-6)
-
-
-@pytest.mark.parametrize("transposed", [False, True])
-@pytest.mark.parametrize("steps,batch", [(1, 1), (12, 1), (16, 6), (1, 97), (16, 64), (3, 70), (2, 0)])
-def test_row_blocked_product_equals_one_gemm(steps, batch, transposed):
-    """The frozen input-to-gate product in blocks of at most GEMM_ROWS rows equals the product over all rows, at
-    sizes below, at and above a block: float32 within rtol 1e-6 + atol 1e-5 of the float64 product (sums of 64
-    products of N(0, 1) numbers, |values| < 40)."""
-    from elmo_keras.layers.lstm import _row_blocked_product
-
-    rng = np.random.default_rng(steps * batch)
-    x = rng.normal(size=(steps, batch, 64)).astype("float32")
-    w = rng.normal(size=(64, 40)).astype("float32")
-    expected = np.einsum("tbp,pg->tbg", x.astype("float64"), w.astype("float64"))
-    got = tf.function(_row_blocked_product)(tf.constant(x), tf.constant(w.T if transposed else w), transposed)
-    assert got.shape == expected.shape
-    np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-6, atol=1e-5)
 
 
 def test_frozen_lstm_memory_does_not_grow_with_the_input_gates_of_all_steps():

@@ -11,14 +11,14 @@ Both directions are processed together: the backward stack reads each row revers
 steps therefore need no masking: a row's padded steps come after everything its outputs depend on, and
 their outputs are zeroed once per layer after the loop. Only a caller that wants the final state (a stateful
 biLM) gets per-step masking, which holds each row's state after its last real step. The input-to-gate
-products of many steps are computed together per direction (all steps in one matmul when trainable;
-``TIME_CHUNK`` steps at a time when frozen, which bounds inference memory, as GEMMs of at most
-``GEMM_ROWS`` rows, below a slow shape of TensorFlow's CPU GEMM); only h_{t-1} W_h and the projection stay
-in the per-step loop, as one plain GEMM per direction (each in its fast 2-D shape, independent, so the
-executor's inter-op threads can run the two directions side by side). A caller that runs a frozen LSTM many times can pass ``step_weights`` (:meth:`transposed_step_weights`):
-the same per-step weights stored transposed, [4D, P] and [P, D] (optionally the input-to-gate kernel too), on
-which bfloat16 GEMMs with few rows run about twice as fast (see :func:`transposed_layout_pays`). The loops are
-``tf.while_loop`` s (TensorFlow backend).
+products of many steps are one matmul per direction (all steps when trainable; when frozen, as many steps as
+fill ``GEMM_ROWS`` rows, at least one (:func:`chunk_steps`), which bounds inference memory and keeps each GEMM
+below a slow shape of TensorFlow's CPU GEMM); only h_{t-1} W_h and the projection stay in the per-step loop,
+as one plain GEMM per direction (each in its fast 2-D shape, independent, so the executor's inter-op threads
+can run the two directions side by side). A caller that runs a frozen LSTM many times can pass
+``step_weights`` (:meth:`transposed_step_weights`): the same per-step weights stored transposed, [4D, P] and
+[P, D] (optionally the input-to-gate kernel too), on which bfloat16 GEMMs with few rows run about twice as
+fast (see :func:`transposed_layout_pays`). The loops are ``tf.while_loop`` s (TensorFlow backend).
 """
 from __future__ import annotations
 
@@ -30,9 +30,8 @@ from keras import ops
 from elmo_keras.deprecation import renamed_arguments
 from elmo_keras.layers.initializers import initializer
 
-TIME_CHUNK = 16  # steps whose input-to-gate products a frozen LSTM computes together (bounds their memory)
-#: rows of one GEMM in a frozen LSTM's input-to-gate products: TensorFlow's CPU GEMM runs a wide product
-#: (N > 32 M) at about half speed from 128 rows on 2 threads (Eigen then shards the rows, not the columns)
+#: rows (steps x batch) of a frozen LSTM's input-to-gate GEMMs: TensorFlow's CPU GEMM runs a product with
+#: many more columns than rows at about half speed from 128 rows on 2 threads (Eigen then shards the rows)
 GEMM_ROWS = 96
 #: W_h size (bytes) from which the per-step GEMMs are faster on transposed weights, in bfloat16 (measured)
 TRANSPOSED_FROM_BYTES = 8 << 20
@@ -63,21 +62,10 @@ def _reverse_rows(x, lengths):
     return tf.reverse_sequence(x, lengths, seq_axis=0, batch_axis=1)
 
 
-def _row_blocked_product(x, w, transposed: bool):
-    """x [T, B, K] times ``w`` [K, G] (``transposed``: [G, K]) -> [T, B, G], as GEMMs of at most GEMM_ROWS rows.
-
-    The T * B rows are split into the fewest balanced blocks of at most GEMM_ROWS rows (padded by less than one
-    row per block), multiplied one block after the other. Same numbers as one GEMM, each in its fast shape.
-    """
-    rows = tf.reshape(x, [-1, x.shape[-1]])
-    n = tf.shape(rows)[0]
-    blocks = tf.maximum(1, -(-n // GEMM_ROWS))
-    size = -(-n // blocks)
-    padded = tf.reshape(tf.pad(rows, [[0, blocks * size - n], [0, 0]]), [blocks, size, x.shape[-1]])
-    products = tf.map_fn(lambda block: tf.matmul(block, w, transpose_b=transposed), padded,
-                         parallel_iterations=1, fn_output_signature=tf.TensorSpec([None, None], x.dtype))
-    gates = tf.shape(w)[0 if transposed else 1]
-    return tf.reshape(tf.reshape(products, [blocks * size, gates])[:n], tf.concat([tf.shape(x)[:2], [gates]], 0))
+def chunk_steps(batch):
+    """Steps whose input-to-gate products a frozen LSTM computes in one GEMM per direction: as many as keep it
+    within GEMM_ROWS rows, at least one (``batch``: int or scalar tensor)."""
+    return tf.maximum(1, GEMM_ROWS // tf.maximum(batch, 1))
 
 
 def _step_product(x, w, transposed: bool):
@@ -206,9 +194,9 @@ class ProjectedBiLSTM(keras.layers.Layer):
         depends on) -> (per direction h_seq [T, B, P], not zeroed at padded steps; (c, h)).
 
         The input-to-gate products are one large GEMM per direction: over all steps when trainable (a
-        TensorArray of them, whose gradient is per step), else over ``TIME_CHUNK`` steps at a time (so a long
-        batch never holds [T, B, 4D] of them) in blocks of at most ``GEMM_ROWS`` rows. Each step then runs one
-        recurrent and one projection GEMM per direction.
+        TensorArray of them, whose gradient is per step), else over ``chunk_steps(B)`` steps at a time (so a
+        long batch never holds [T, B, 4D] of them, and each GEMM has at most ``GEMM_ROWS`` rows, or B). Each
+        step then runs one recurrent and one projection GEMM per direction.
         """
         weights = [self._direction_weights(k, direction) for direction in (0, 1)]
         transposed = step_weights is not None
@@ -216,16 +204,12 @@ class ProjectedBiLSTM(keras.layers.Layer):
             weights = [(w_x if w_x_t is None else w_x_t, w_h_t, b, w_p_t)
                        for (w_x, _, b, _), (w_x_t, w_h_t, w_p_t) in zip(weights, step_weights)]
         # the input-to-gate kernel: [P, 4D] as released, or [4D, P] from the snapshot
-        input_transposed = transposed and step_weights[0][0] is not None
+        input_product = "tbp,gp->tbg" if transposed and step_weights[0][0] is not None else "tbp,pg->tbg"
         steps = tf.shape(xs[0])[0]
         out_tas = [tf.TensorArray(h[0].dtype, size=steps) for _ in (0, 1)]
 
         def input_gates(start, end):
-            if self.trainable:
-                product = "tbp,gp->tbg" if input_transposed else "tbp,pg->tbg"
-                return [tf.einsum(product, x[start:end], w_x) + b for x, (w_x, _, b, _) in zip(xs, weights)]
-            return [_row_blocked_product(x[start:end], w_x, input_transposed) + b
-                    for x, (w_x, _, b, _) in zip(xs, weights)]
+            return [tf.einsum(input_product, x[start:end], w_x) + b for x, (w_x, _, b, _) in zip(xs, weights)]
 
         def run_steps(start, end, gate_reads, c, h, out_tas):
             def body(t, c, h, out_tas):
@@ -246,8 +230,10 @@ class ProjectedBiLSTM(keras.layers.Layer):
             gate_reads = [tf.TensorArray(g.dtype, size=steps).unstack(g).read for g in input_gates(0, steps)]
             c, h, out_tas = run_steps(0, steps, gate_reads, list(c), list(h), out_tas)
         else:
+            length = chunk_steps(tf.shape(xs[0])[1])
+
             def chunk(start, c, h, out_tas):
-                end = tf.minimum(start + TIME_CHUNK, steps)
+                end = tf.minimum(start + length, steps)
                 gates = input_gates(start, end)
                 reads = [lambda t, g=g: g[t - start] for g in gates]
                 return (end, *run_steps(start, end, reads, c, h, out_tas))
