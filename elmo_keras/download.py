@@ -8,8 +8,10 @@ has its own folder, ``<first 16 hex digits of sha256(URL)>/``, holding:
     NAME.part          an unfinished download; the next try resumes it with an HTTP Range request
     NAME.lock          serialises processes fetching the same URL (released by the OS if one is killed)
 
-A download is checked against the size the server announced and, when one is given, a sha256; what the file
-holds is then checked by the reader (e.g. :func:`elmo_keras.weights.read_weights_hdf5`, the released layout).
+A download is checked against the size the server announced and, when one is given, a sha256, and against its
+kind (:data:`KINDS`: hdf5 opens as HDF5, json parses, text is UTF-8) while still ``NAME.part``: a file that fails a
+check is deleted, never cached. What it holds is then checked by the reader (e.g.
+:func:`elmo_keras.weights.read_weights_hdf5`: the released layout, finite values).
 """
 from __future__ import annotations
 
@@ -38,6 +40,8 @@ TIMEOUT = (10.0, 60.0)
 _CHUNK = 1 << 16  # bytes per read: a connection that breaks loses at most the read in progress
 _MISSING = "is not there"
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-\d+/(\d+|\*)")
+#: What a downloaded file of each kind must be (its check: HDF5 opens, JSON parses, text decodes as UTF-8).
+KINDS = {"hdf5": "an HDF5 file", "json": "a JSON file", "text": "UTF-8 text"}
 
 
 class RemoteUnavailable(InputError):
@@ -68,34 +72,44 @@ def is_cached(url: str) -> bool:
     return os.path.isfile(cache_path(url))
 
 
-def local_file(path_or_url: str | os.PathLike) -> str:
-    """A model file's local path: a path is returned as it is, a URL is fetched once (:func:`fetch`)."""
-    return fetch(path_or_url) if is_url(path_or_url) else os.fspath(path_or_url)
+def local_file(path_or_url: str | os.PathLike, kind: str | None = None) -> str:
+    """A model file's local path: a path is returned as it is, a URL is fetched once (:func:`fetch`, ``kind``
+    checked)."""
+    return fetch(path_or_url, kind=kind) if is_url(path_or_url) else os.fspath(path_or_url)
 
 
-def fetch(url: str, sha256: str | None = None, progress: bool = True) -> str:
+def fetch(url: str, sha256: str | None = None, progress: bool = True, kind: str | None = None) -> str:
     """The path of a verified cached copy of ``url``, downloading it first unless there is one.
 
     A cached copy is checked with no network call (the size and sha256 recorded when it was downloaded, and
-    ``sha256`` when given); a bad copy is downloaded again. Raises :class:`RemoteUnavailable` when the file is
-    needed and cannot be downloaded (the message names the path where it can be placed by hand), and
-    :class:`~elmo_keras.errors.InputError` when the server sends bytes that fail the checks.
+    ``sha256`` when given); a bad copy is downloaded again. A download must also be of ``kind`` (a key of
+    :data:`KINDS`; None: any bytes). Raises :class:`RemoteUnavailable` when the file is needed and cannot be
+    downloaded (the message names the path where it can be placed by hand), and
+    :class:`~elmo_keras.errors.InputError` when the server sends bytes that fail the checks (nothing is cached)
+    or the cache folder cannot be written.
     """
     path = cache_path(url)
     if _cached_problem(path, sha256) is None:
         return path
-    os.makedirs(os.path.dirname(path), exist_ok=True)
     with _locked(path):
         problem = _cached_problem(path, sha256)
         if problem is None:  # another process finished it while this one waited for the lock
             return path
         try:
-            _download(url, path, sha256, progress)
+            _download(url, path, sha256, progress, kind)
         except RemoteUnavailable as err:
             damaged = "" if problem == _MISSING else f"the cached copy {problem}, and "
             raise RemoteUnavailable(f"{damaged}{err}. To use it offline, download it elsewhere and place it at "
                                     f"{path}") from None
     return path
+
+
+def cached_copy_hint(path: str) -> str:
+    """For an error about the content of ``path``: how to download it again when it is a cached copy, else ""."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.dirname(folder) != cache_dir():
+        return ""
+    return f"; it is a cached download: delete the folder {folder} to download it again"
 
 
 def file_sha256(path: str) -> str:
@@ -128,14 +142,22 @@ def _cached_problem(path: str, sha256: str | None) -> str | None:
 
 @contextlib.contextmanager
 def _locked(path: str) -> Iterator[None]:
-    """Hold an exclusive lock for ``path``'s download (released on exit, or by the OS when the process dies)."""
-    with open(path + ".lock", "a") as lock:
+    """Hold an exclusive lock for ``path``'s download (released on exit, or by the OS when the process dies),
+    creating its folder; InputError naming the cache when that folder cannot be written."""
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        lock = open(path + ".lock", "a")
+    except OSError as err:  # NotADirectoryError, PermissionError, read-only file system ...
+        where = f"{CACHE_ENV}={os.environ[CACHE_ENV]}" if os.environ.get(CACHE_ENV) else f"the cache {cache_dir()}"
+        raise InputError(f"cannot download into {where}: {err.strerror} ({err.filename}); set {CACHE_ENV} to a "
+                         "writable folder") from None
+    with lock:
         if fcntl is not None:  # POSIX; elsewhere (Windows) downloads of one URL are not serialised
             fcntl.flock(lock, fcntl.LOCK_EX)
         yield
 
 
-def _download(url: str, path: str, sha256: str | None, progress: bool) -> None:
+def _download(url: str, path: str, sha256: str | None, progress: bool, kind: str | None) -> None:
     """Download ``url`` to ``path.part`` (resuming what is there), verify it, record it, rename it to ``path``."""
     part = path + ".part"
     total = _fetch_resuming(url, part, progress)
@@ -144,6 +166,11 @@ def _download(url: str, path: str, sha256: str | None, progress: bool) -> None:
     except InputError as err:
         os.remove(part)
         raise InputError(f"the download of {url} is not the expected file: {err}; it was deleted, try again") from None
+    problem = None if kind is None else _kind_problem(part, kind)
+    if problem:
+        os.remove(part)
+        raise InputError(f"the download of {url} is not {KINDS[kind]}: {problem}; it was deleted, nothing was "
+                         "cached: check the URL")
     write_json(_record_path(path), {"url": url, "size": os.path.getsize(part), "sha256": digest})
     publish(part, path)
 
@@ -157,6 +184,26 @@ def _verified_sha256(part: str, total: int | None, sha256: str | None) -> str:
     if sha256 and digest != sha256:
         raise InputError(f"its sha256 is {digest}, expected {sha256} (changed on the server or damaged on the way)")
     return digest
+
+
+def _kind_problem(path: str, kind: str) -> str | None:
+    """None when the file at ``path`` is of ``kind`` (see :data:`KINDS`), else what is wrong."""
+    with open(path, "rb") as f:
+        if f.read(64).lstrip().lower().startswith((b"<!doctype html", b"<html")):
+            return "the server sent an HTML page (an error or sign-in page?)"
+    try:
+        if kind == "hdf5":
+            import h5py
+
+            h5py.File(path, "r").close()
+        else:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            if kind == "json":
+                json.loads(text)
+    except (OSError, ValueError) as err:  # h5py's "not HDF5"; JSONDecodeError and UnicodeDecodeError
+        return str(err)
+    return None
 
 
 def _size(path: str) -> int:

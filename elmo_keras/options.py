@@ -11,16 +11,18 @@ The contextualizer over the char CNN's token vectors is chosen by an optional ``
 
 ``projection_dim`` and ``n_layers`` are required, the others default to the values shown. A transformer or
 gated-CNN options file has no ``lstm`` section. :func:`encoder_options` gives any file's (type, settings).
+A key that is not in :data:`KNOWN_KEYS` (e.g. a misspelled setting) is an error, never ignored.
 """
 from __future__ import annotations
 
 import copy
+import difflib
 import json
 import os
 from numbers import Real
 from typing import Any
 
-from elmo_keras.download import local_file
+from elmo_keras.download import cached_copy_hint, local_file
 from elmo_keras.errors import InputError
 
 _ACTIVATIONS = ("relu", "tanh")
@@ -31,14 +33,49 @@ _ENCODER_DEFAULTS = {
     "transformer": {"num_heads": 4, "ff_dim": None, "dropout": 0.1, "activation": "relu"},
     "gated_cnn": {"kernel_size": 5, "layer_norm": True, "dropout": 0.1},
 }
+#: Every key an options dict may hold, by section ("" is the top level; "encoder:TYPE" the ``encoder`` section of
+#: that type). Any other key is an error, so that a misspelled setting cannot be ignored. The top level holds the
+#: architecture sections, the training settings of :data:`elmo_keras.lm.TRAIN_DEFAULTS` and ``n_tokens_vocab``
+#: (``elmo-keras pretrain`` writes them), and what bilm-tf training writes or reads.
+KNOWN_KEYS: dict[str, tuple[str, ...]] = {
+    "": ("char_cnn", "lstm", "encoder", "n_tokens_vocab",
+         "batch_size", "n_epochs", "dropout", "n_negative_samples_batch", "all_clip_norm_val", "optimizer",
+         "learning_rate", "vocab_min_count", "vocab_max_size", "shuffle_buffer", "buckets", "seed",
+         "backup_every_steps",
+         "bidirectional", "n_train_tokens", "unroll_steps", "sample_softmax", "share_embedding_softmax"),
+    "char_cnn": ("activation", "embedding", "filters", "max_characters_per_token", "n_characters", "n_highway"),
+    "char_cnn.embedding": ("dim",),
+    "lstm": ("cell_clip", "dim", "n_layers", "proj_clip", "projection_dim", "use_skip_connections"),
+    "encoder:lstm": ("type",),
+    **{f"encoder:{kind}": ("type", "projection_dim", "n_layers", *defaults)
+       for kind, defaults in _ENCODER_DEFAULTS.items()},
+}
+
+
+def _object(section: Any, name: str) -> dict:
+    if not isinstance(section, dict):
+        raise InputError(f"options: '{name}' must be an object ({{...}} in JSON), got {section!r:.60}")
+    return section
 
 
 def _require(section: dict, key: str, where: str) -> Any:
-    if not isinstance(section, dict):
-        raise InputError(f"options: '{where}' must be an object ({{...}} in JSON), got {section!r:.60}")
-    if key not in section:
+    if key not in _object(section, where):
         raise InputError(f"options: missing '{where}.{key}'")
     return section[key]
+
+
+def _check_keys(section: Any, name: str, known: tuple[str, ...], source: str, of_type: str = "") -> None:
+    """InputError naming the first key of the object ``section`` (called ``name``, "" for the top level) that is
+    not in ``known``, the closest known key and ``source`` (the options or their file)."""
+    unknown = sorted(set(_object(section, name)) - set(known))
+    if not unknown:
+        return
+    prefix = f"{name}." if name else ""
+    settings = [key for key in known if key != "type"]
+    close = difflib.get_close_matches(unknown[0], settings, n=1)
+    guess = f"did you mean '{prefix}{close[0]}'? " if close else ""
+    raise InputError(f"{source}: unknown setting '{prefix}{unknown[0]}'{'' if name else ' at the top level'}{of_type}; "
+                     f"its settings are {', '.join(settings)}; {guess}fix its spelling or remove it")
 
 
 def positive_int(value: Any, name: str) -> int:
@@ -64,21 +101,26 @@ def _flag(value: Any, name: str) -> bool:
     return value
 
 
-def normalize_options(options: dict) -> dict:
+def normalize_options(options: dict, path: str | None = None) -> dict:
     """Check an options dict and return a complete copy (defaults filled in, clips may be None).
 
-    Raises InputError naming the option that is missing or invalid.
+    Raises InputError naming the option that is missing, invalid or unknown (:data:`KNOWN_KEYS`); ``path``: the
+    file the options were read from, named in the unknown-key errors.
     """
     if not isinstance(options, dict):
         raise InputError(f"options must be a dict (the parsed options.json), got {type(options).__name__}")
+    source = "options" if path is None else f"options file {path!r}"
+    _check_keys(options, "", KNOWN_KEYS[""], source)
     opts = copy.deepcopy(options)
     cnn = _require(opts, "char_cnn", "options")
+    _check_keys(cnn, "char_cnn", KNOWN_KEYS["char_cnn"], source)
     filters = _require(cnn, "filters", "char_cnn")
     if not filters or not all(isinstance(f, (list, tuple)) and len(f) == 2 for f in filters):
         raise InputError(f"options: 'char_cnn.filters' must be a list of [width, n_filters] pairs, got {filters!r}")
     cnn["filters"] = [[_positive_int(w, "char_cnn.filters width"), _positive_int(n, "char_cnn.filters count")]
                       for w, n in filters]
     emb = _require(cnn, "embedding", "char_cnn")
+    _check_keys(emb, "char_cnn.embedding", KNOWN_KEYS["char_cnn.embedding"], source)
     _positive_int(_require(emb, "dim", "char_cnn.embedding"), "char_cnn.embedding.dim")
     cnn.setdefault("n_highway", 0)
     if isinstance(cnn["n_highway"], bool) or not isinstance(cnn["n_highway"], int) or cnn["n_highway"] < 0:
@@ -103,14 +145,17 @@ def normalize_options(options: dict) -> dict:
     if kind not in ENCODER_TYPES:
         raise InputError(f"options: 'encoder.type' must be one of {ENCODER_TYPES}, got {kind!r}")
     if kind == "lstm":
-        if set(encoder) != {"type"}:
-            raise InputError(f"options: 'encoder.{min(set(encoder) - {'type'})}' is not a setting of the 'lstm' "
+        if set(encoder) != set(KNOWN_KEYS["encoder:lstm"]):
+            raise InputError(f"{source}: 'encoder.{min(set(encoder) - {'type'})}' is not a setting of the 'lstm' "
                              "encoder: its settings go in the 'lstm' section")
-        _normalize_lstm(_require(opts, "lstm", "options"))
+        lstm = _require(opts, "lstm", "options")
+        _check_keys(lstm, "lstm", KNOWN_KEYS["lstm"], source)
+        _normalize_lstm(lstm)
     elif "lstm" in opts:
         raise InputError(f"options: an 'lstm' section with 'encoder.type' {kind!r}: remove it (the {kind} settings "
                          "go in 'encoder')")
     else:
+        _check_keys(encoder, "encoder", KNOWN_KEYS[f"encoder:{kind}"], source, f" for type {kind!r}")
         _normalize_encoder(encoder, kind)
     return opts
 
@@ -124,12 +169,7 @@ def _normalize_lstm(lstm: dict) -> None:
 
 
 def _normalize_encoder(encoder: dict, kind: str) -> None:
-    """Check a transformer / gated_cnn ``encoder`` section in place and fill in its defaults."""
-    known = ("type", "projection_dim", "n_layers", *_ENCODER_DEFAULTS[kind])
-    unknown = sorted(set(encoder) - set(known))
-    if unknown:
-        raise InputError(f"options: unknown setting 'encoder.{unknown[0]}' for type {kind!r}; its settings are "
-                         f"{', '.join(known[1:])}")
+    """Check a transformer / gated_cnn ``encoder`` section (its keys known) in place and fill in its defaults."""
     p = _positive_int(_require(encoder, "projection_dim", "encoder"), "encoder.projection_dim")
     _positive_int(_require(encoder, "n_layers", "encoder"), "encoder.n_layers")
     for key, value in _ENCODER_DEFAULTS[kind].items():
@@ -164,14 +204,15 @@ def load_options(options: dict | str | os.PathLike) -> dict:
     A URL is downloaded once into the cache (:mod:`elmo_keras.download`).
     """
     if isinstance(options, (str, os.PathLike)):
-        options = local_file(options)
-        if not os.path.exists(options):
-            raise FileNotFoundError(f"options file not found: {os.fspath(options)!r}")
-        with open(options, encoding="utf-8") as f:
+        path = local_file(options, "json")
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"options file not found: {path!r}")
+        with open(path, encoding="utf-8") as f:
             try:
                 options = json.load(f)
             except (json.JSONDecodeError, UnicodeDecodeError) as err:
-                raise InputError(f"options file {os.fspath(options)!r} is not valid JSON: {err}") from None
+                raise InputError(f"options file {path!r} is not valid JSON: {err}{cached_copy_hint(path)}") from None
+        return normalize_options(options, path)
     return normalize_options(options)
 
 

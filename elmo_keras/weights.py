@@ -31,7 +31,7 @@ from collections.abc import Iterable, Iterator, Mapping
 import keras
 import numpy as np
 
-from elmo_keras.download import local_file
+from elmo_keras.download import cached_copy_hint, local_file
 from elmo_keras.errors import InputError
 from elmo_keras.files import atomic_file
 from elmo_keras.host_memory import host_tensor, host_zeros
@@ -212,18 +212,20 @@ def read_weights_hdf5(path: str | os.PathLike, options: dict) -> dict[str, np.nd
     cache, see :mod:`elmo_keras.download`) and check it: {dataset name: float32 array}.
 
     Raises FileNotFoundError, KeyError naming a missing dataset, or InputError naming the problem: a file that
-    is not (or not all) hdf5, a dataset of the wrong shape (expected vs found) or type, or ELMo datasets that
-    the options do not describe (the file holds a bigger model than the options say).
+    is not (or not all) hdf5, a dataset of the wrong shape (expected vs found) or type, ELMo datasets that
+    the options do not describe (the file holds a bigger model than the options say), or a dataset holding NaN
+    or infinite values (a damaged file).
     """
     return dict(iter_weights_hdf5(path, options))
 
 
 def iter_weights_hdf5(path: str | os.PathLike, options: dict) -> Iterator[tuple[str, np.ndarray]]:
     """:func:`read_weights_hdf5` one dataset at a time: every dataset's name, type and shape are checked (same
-    errors) before the first array is read; then yields (dataset name, float32 array)."""
+    errors) before the first array is read; then yields (dataset name, float32 array), each checked to be finite
+    as it is read."""
     import h5py
 
-    path = local_file(path)
+    path = local_file(path, "hdf5")
     if not os.path.exists(path):
         raise FileNotFoundError(f"weight file not found: {path!r}")
     expected = expected_shapes(options)
@@ -247,10 +249,25 @@ def iter_weights_hdf5(path: str | os.PathLike, options: dict) -> Iterator[tuple[
                                  f"{', '.join(options_named) or 'the architecture'} in the options to match the "
                                  "file")
             for name in expected:
-                yield name, np.asarray(f[name][...], dtype=np.float32)
+                array = np.asarray(f[name][...], dtype=np.float32)
+                _check_finite(array, name, path)
+                yield name, array
     except OSError as err:
         raise InputError(f"{path!r} is not a valid/complete hdf5 weight file ({err}); download or write it "
-                         "again (a truncated download, an empty file or a text file gives this)") from None
+                         "again (a truncated download, an empty file or a text file gives this)"
+                         f"{cached_copy_hint(path)}") from None
+
+
+def _check_finite(array: np.ndarray, name: str, path: str) -> None:
+    """InputError naming the dataset and the file unless every value of ``array`` is finite."""
+    # NaN and inf make the sum non-finite, and so may an overflow: only then is each value checked. einsum's
+    # plain float32 sum runs at memory speed, about 3x faster than np.isfinite(array).all().
+    if np.isfinite(np.einsum("i->", array.ravel())):
+        return
+    bad = array.size - np.count_nonzero(np.isfinite(array))
+    if bad:
+        raise InputError(f"weight file {path!r}: dataset '{name}' holds {bad} NaN or infinite value(s) of "
+                         f"{array.size}; the file is damaged: download or write it again{cached_copy_hint(path)}")
 
 
 def _check_dataset(node, name: str, shape: tuple[int, ...], path: str, options: dict) -> None:

@@ -3,7 +3,11 @@
 The server (a thread in this process) honours Range requests or ignores them, can cut a response half-way and can
 damage what it sends; every test gets an empty ELMO_KERAS_CACHE and TFHUB_CACHE_DIR.
 """
+import errno
 import hashlib
+import os
+import re
+import shutil
 import tarfile
 import threading
 import urllib.parse
@@ -11,6 +15,7 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 import requests
@@ -163,16 +168,96 @@ def test_a_server_that_ignores_range_restarts_cleanly(served):
     assert [status for _, _, status in server.log] == [200, 200] and server.log[1][1] is not None
 
 
-def test_damaged_bytes_fail_the_sha256_and_the_layout_check(served, fixture_files):
+def test_damaged_bytes_fail_the_sha256_and_the_hdf5_check(served, fixture_files):
     server, files = served
     server.corrupt = True
     url = server.url(WEIGHTS)
     with pytest.raises(InputError, match=r"not the expected file: its sha256 is .*, expected .*deleted, try again"):
         fetch(url, sha256=hashlib.sha256(files[WEIGHTS]).hexdigest())
     assert not Path(cache_path(url)).exists() and not Path(cache_path(url) + ".part").exists()
-    with pytest.raises(InputError, match="not a valid/complete hdf5 weight file") as err:
-        ek.BiLM.from_pretrained(fixture_files[0], url)  # no sha256 known: the released-layout check finds it
-    assert cache_path(url) in str(err.value)
+    with pytest.raises(InputError, match=f"the download of {url} is not an HDF5 file: .*nothing was cached"):
+        ek.BiLM.from_pretrained(fixture_files[0], url)  # no sha256 known: the HDF5 check finds it
+    assert not Path(cache_path(url)).exists() and not Path(cache_path(url) + ".part").exists()
+
+
+@pytest.mark.parametrize("path, body, words", [
+    (WEIGHTS, b"<!DOCTYPE html>\n<html><body>Sign in</body></html>\n",
+     "is not an HDF5 file: the server sent an HTML page"),
+    (OPTIONS, b"<html><body>Not here</body></html>", "is not a JSON file: the server sent an HTML page"),
+    (OPTIONS, b'{"lstm": ', "is not a JSON file: Expecting value"),
+    ("/model/vocab.txt", b"<S>\n</S>\ncaf\xe9\n", "is not UTF-8 text: 'utf-8' codec can't decode"),
+])
+def test_a_file_that_fails_its_check_is_never_cached(served, path, body, words):
+    """An answer of 200 with the wrong content (e.g. a sign-in page): an error naming it, no cache entry, and the
+    next call asks the server again, so a fixed server (or URL) works without clearing the cache by hand."""
+    server, files = served
+    good = files.get(path, b"<S>\n</S>\nword\n")
+    server.files[path] = body
+    url = server.url(path)
+    for _ in range(2):
+        with pytest.raises(InputError, match=f"the download of {re.escape(url)} {words}.*it was deleted, nothing "
+                                             "was cached: check the URL$"):
+            preset_files(server.url("/model/"))
+        assert not Path(cache_path(url)).exists() and not Path(cache_path(url) + ".part").exists()
+    assert [log[0] for log in server.log].count(path) == 2
+    server.files[path] = good
+    assert Path(preset_files(server.url("/model/"))[Path(path).stem]).read_bytes() == good
+
+
+def test_a_cached_file_that_fails_to_load_names_the_folder_to_delete(served, fixture_files):
+    """Bytes that pass every download check but not the loader (NaN weights) are cached; the error says how to
+    download them again."""
+    server, files = served
+    good_path = Path(fixture_files[1])
+    damaged = Path(cache_path(server.url(WEIGHTS))).parent.parent / "damaged.hdf5"
+    damaged.parent.mkdir(parents=True)
+    shutil.copy(good_path, damaged)
+    with h5py.File(damaged, "a") as f:
+        f["char_embed"][0, 0] = np.inf
+    server.files[WEIGHTS] = damaged.read_bytes()
+    url = server.url(WEIGHTS)
+    folder = Path(cache_path(url)).parent
+    with pytest.raises(InputError, match=re.escape(f"dataset 'char_embed' holds 1 NaN or infinite value(s) of "
+                                                   f"1044; the file is damaged: download or write it again; it is "
+                                                   f"a cached download: delete the folder {folder} to download "
+                                                   "it again")):
+        ek.BiLM.from_pretrained(server.url(OPTIONS), url)
+    shutil.rmtree(folder)
+    server.files[WEIGHTS] = files[WEIGHTS]
+    assert_same_arrays(ek.BiLM.from_pretrained(server.url(OPTIONS), url).get_weight_arrays(),
+                       fixture_arrays(fixture_files))
+
+
+def test_a_cache_variable_that_names_a_file(served, tmp_path, monkeypatch):
+    server, _ = served
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("ELMO_KERAS_CACHE", str(tmp_path / "a-file"))
+    with pytest.raises(InputError, match=re.escape(f"cannot download into ELMO_KERAS_CACHE={tmp_path / 'a-file'}: "
+                                                   "Not a directory (") + ".*set ELMO_KERAS_CACHE to a writable "
+                                                                          "folder$"):
+        fetch(server.url(OPTIONS))
+
+
+def test_a_read_only_cache_serves_what_it_holds_and_names_itself_for_the_rest(served, tmp_path, monkeypatch):
+    """Root writes into 0555 folders, so where the tests run as root the refusal is simulated: os.makedirs raises
+    the PermissionError a read-only folder gives (the code under test catches whatever OSError the file system
+    raises there)."""
+    server, _ = served
+    cached = fetch(server.url(OPTIONS))
+    cache = tmp_path / "cache"
+    cache.chmod(0o555)
+    if os.access(cache, os.W_OK):  # root
+        def refuse(name, *args, **kwargs):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), name)
+
+        monkeypatch.setattr(os, "makedirs", refuse)
+    try:
+        assert fetch(server.url(OPTIONS)) == cached  # already there: read, nothing written
+        with pytest.raises(InputError, match=re.escape(f"cannot download into ELMO_KERAS_CACHE={cache}: "
+                                                       "Permission denied (")):
+            fetch(server.url(WEIGHTS))
+    finally:
+        cache.chmod(0o755)
 
 
 def test_a_damaged_cached_file_is_fetched_again_or_reported_offline(served):

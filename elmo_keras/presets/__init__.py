@@ -30,6 +30,7 @@ PRESETS: dict[str, str] = {
     "brown-small-cnn": "brown-small with a causal gated CNN (2 layers, kernel 9, width 128) instead of the LSTMs; see brown-small-cnn/RECIPE.md",
 }
 _FILES = {"options": "options.json", "weights": "weights.hdf5", "vocab": "vocab.txt", "softmax": "softmax.hdf5"}
+_KINDS = {"options": "json", "weights": "hdf5", "vocab": "text", "softmax": "hdf5"}  # what download.fetch checks
 _REQUIRED = ("options", "weights")
 
 
@@ -45,12 +46,13 @@ def preset_files(name: str | os.PathLike) -> dict[str, str | None]:
     """Local paths of a preset's files: {"options", "weights", "vocab", "softmax"} (the last two None if absent).
 
     ``name`` is a shipped or published preset, a folder or a folder's URL (see the module doc); published and
-    URL presets are downloaded on first use.
+    URL presets are downloaded on first use. InputError for an unknown name or a folder without the files.
     """
     name = os.fspath(name)
     if name in registry():
         entry = registry()[name]
-        return {"options": fetch(entry["options_url"]), "weights": fetch(entry["weights_url"], entry["weights_sha256"]),
+        return {"options": fetch(entry["options_url"], kind=_KINDS["options"]),
+                "weights": fetch(entry["weights_url"], entry["weights_sha256"], kind=_KINDS["weights"]),
                 "vocab": None, "softmax": None}
     if is_url(name):
         return _url_folder_files(name)
@@ -59,19 +61,21 @@ def preset_files(name: str | os.PathLike) -> dict[str, str | None]:
         raise InputError(f"unknown preset {name!r}: use one of {sorted(PRESETS) + sorted(registry())} "
                          f"(ek.list_presets()), or a folder or URL with options.json and weights.hdf5")
     files = {key: os.path.join(folder, file) for key, file in _FILES.items()}
-    for key in _REQUIRED:
-        if not os.path.exists(files[key]):
-            raise FileNotFoundError(f"preset {name!r} has no {_FILES[key]} (looked in {folder})")
+    missing = [_FILES[key] for key in _REQUIRED if not os.path.isfile(files[key])]
+    if missing:
+        raise InputError(f"preset folder {folder} has no {' and no '.join(missing)}: a preset folder holds "
+                         "options.json and weights.hdf5 (released layout), optionally vocab.txt and softmax.hdf5 "
+                         "(e.g. the --out folder of elmo-keras pretrain)")
     return {key: path if os.path.exists(path) else None for key, path in files.items()}
 
 
 def _url_folder_files(url: str) -> dict[str, str | None]:
     """The files of a preset folder at ``url``: options and weights must be there, vocab and softmax may not."""
     base = url.rstrip("/") + "/"
-    files = {key: fetch(base + _FILES[key]) for key in _REQUIRED}
+    files = {key: fetch(base + _FILES[key], kind=_KINDS[key]) for key in _REQUIRED}
     for key in _FILES.keys() - set(_REQUIRED):
         try:
-            files[key] = fetch(base + _FILES[key])
+            files[key] = fetch(base + _FILES[key], kind=_KINDS[key])
         except RemoteUnavailable:  # not on the server (404 ...), or not cached while offline
             files[key] = None
     return files
@@ -109,12 +113,13 @@ def list_presets() -> list[PresetInfo]:
 
 
 def presets_table(rows: list[PresetInfo]) -> str:
-    """:func:`list_presets` as a text table (name, parameters, download size, cached, description); a size
-    not known before downloading is estimated as 4 bytes (float32) per parameter, marked ``~``."""
-    lines = [f"{'name':<15} {'params':>7} {'size':>9}  {'cached':<6}  description"]
-    for row in rows:
-        size = f"~{row.params * 4 / 2**20:.0f} MiB" if row.size is None else f"{row.size / 2**20:.1f} MiB"
-        lines.append(f"{row.name:<15} {row.params / 1e6:>6.1f}M {size:>9}  {'yes' if row.cached else 'no':<6}  "
-                     f"{row.description}")
-    return "\n".join(lines)
-
+    """:func:`list_presets` as a text table (name, parameters, download size, cached, description), each column as
+    wide as its longest value; a size not known before downloading is estimated as 4 bytes (float32) per
+    parameter, marked ``~``."""
+    header = ("name", "params", "size", "cached", "description")
+    table = [header] + [(row.name, f"{row.params / 1e6:.1f}M",
+                         f"~{row.params * 4 / 2**20:.0f} MiB" if row.size is None else f"{row.size / 2**20:.1f} MiB",
+                         "yes" if row.cached else "no", row.description) for row in rows]
+    widths = [max(len(cells[i]) for cells in table) for i in range(len(header) - 1)]
+    return "\n".join("  ".join([*(f"{cell:{align}{width}}" for cell, align, width in zip(cells, "<>><", widths)),
+                                 cells[-1]]) for cells in table)
