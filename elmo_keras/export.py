@@ -6,6 +6,7 @@ into a hidden temporary folder first, then renames it, so a half-written version
 from __future__ import annotations
 
 import errno
+import fcntl
 import functools
 import logging
 import os
@@ -27,23 +28,52 @@ from elmo_keras.text import split_sentences
 log = logging.getLogger(__name__)
 
 KINDS = ("classifier", "multi_label", "tagger", "embedder")
+TMP_PREFIX = ".tmp-"  # a version folder being written
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 DEFAULT_WARMUP = ("The bank approved the loan .", "Hi", "")
 
 
+def _describe_inputs(model: keras.Model) -> str:
+    return ", ".join(f"{t.name} {keras.backend.standardize_dtype(t.dtype)} {tuple(t.shape)}"
+                     for t in keras.tree.flatten(model.inputs))
+
+
 def model_kind(model) -> str:
-    """Guess what ``model`` is: an ``Elmo`` embedder, a tagger ([B, T, C] output), a multi-label model
-    (sigmoid output) or a classifier (softmax output)."""
+    """What ``model`` is, from its inputs and output: an embedder (an ``Elmo`` layer, or a model from text to
+    vectors [B, T, D]), a tagger (padded tokens [B, T] -> softmax [B, T, C]), a multi-label model (sigmoid
+    scores [B, L]) or a classifier (softmax [B, C]). Models that do not take text are refused, naming why.
+
+    Args:
+        model: a ``keras.Model`` or an ``Elmo`` layer.
+
+    Returns:
+        One of :data:`KINDS`.
+    """
     if isinstance(model, Elmo):
         return "embedder"
     if not isinstance(model, keras.Model):
-        raise TypeError(f"export_serving takes a keras.Model or an Elmo layer, got {type(model).__name__}")
+        raise InputError(f"export_serving takes a keras.Model or an Elmo layer, got {type(model).__name__}")
+    if getattr(model, "inputs", None) is None or getattr(model, "outputs", None) is None:  # a subclassed model
+        raise InputError(f"{model.name} ({type(model).__name__}) is not a functional model over text; export_serving "
+                         "exports text_classifier, sequence_tagger, an Elmo layer or a keras.Model built on "
+                         "keras.Input(shape=(), dtype='string') (for a language model, export its Elmo: "
+                         "ek.Elmo.from_preset(...))")
+    inputs = keras.tree.flatten(model.inputs)
+    if len(inputs) != 1 or keras.backend.standardize_dtype(inputs[0].dtype) != "string" \
+            or len(inputs[0].shape) not in (1, 2):
+        raise InputError(f"{model.name} takes {_describe_inputs(model)}; export_serving needs a model whose one input "
+                         "is text (string [batch] sentences or [batch, tokens]). A features_classifier takes "
+                         "precomputed biLM layers: export the same head as ek.models.text_classifier instead; a "
+                         "char-id model: build it on an ek.Elmo layer, which takes strings")
     if len(model.outputs) != 1:
-        raise ValueError(f"export_serving needs a model with one output, this one has {len(model.outputs)}")
+        raise InputError(f"export_serving needs a model with one output, {model.name} has {len(model.outputs)}")
+    activation = getattr(getattr(model.layers[-1], "activation", None), "__name__", "")
     if len(model.outputs[0].shape) == 3:
-        return "tagger"
-    activation = getattr(model.layers[-1], "activation", None)
-    return "multi_label" if getattr(activation, "__name__", "") == "sigmoid" else "classifier"
+        return "tagger" if activation == "softmax" and len(inputs[0].shape) == 2 else "embedder"
+    if len(model.outputs[0].shape) != 2:
+        raise InputError(f"{model.name}'s output has shape {tuple(model.outputs[0].shape)}; export_serving exports "
+                         "[batch, classes] scores or [batch, tokens, dim] vectors")
+    return "multi_label" if activation == "sigmoid" else "classifier"
 
 
 def _label_tensor(names: Sequence[str] | None, count: int, what: str) -> tf.Tensor:
@@ -54,10 +84,14 @@ def _label_tensor(names: Sequence[str] | None, count: int, what: str) -> tf.Tens
 
 
 def _serve_embedder(model, names, text):
-    out = model(text, training=False)
-    if isinstance(out, dict):
-        return {"elmo": out["elmo_representations"][0], "mask": out["mask"]}
-    return {"elmo": out, "mask": model.compute_mask(text)}
+    if isinstance(model, Elmo):
+        out = model(text, training=False)
+        if isinstance(out, dict):
+            return {"elmo": out["elmo_representations"][0], "mask": out["mask"]}
+        return {"elmo": out, "mask": model.compute_mask(text)}
+    tokens = split_sentences(text)
+    vectors = model(tokens if len(model.inputs[0].shape) == 2 else text, training=False)
+    return {"elmo": vectors, "mask": tf.not_equal(tokens, "")}
 
 
 def _serve_tagger(model, tag_names, text):
@@ -83,8 +117,8 @@ _SERVERS = {"embedder": (_serve_embedder, None), "tagger": (_serve_tagger, "tag 
 
 def _serving_fn(model, kind: str, label_names: Sequence[str] | None):
     """The ``serving_default`` function: text [None] -> dict of outputs."""
-    if kind == "embedder" and model.output_mode == "layers":
-        raise ValueError("export an Elmo with output_mode='dict' or 'elmo' (a 'layers' Elmo has no single output)")
+    if isinstance(model, Elmo) and model.output_mode == "layers":
+        raise InputError("export an Elmo with output_mode='dict' or 'elmo' (a 'layers' Elmo has no single output)")
     serve, what = _SERVERS[kind]
     names = _label_tensor(label_names, model.outputs[0].shape[-1], what) if what else None
     return functools.partial(serve, model, names)
@@ -142,8 +176,11 @@ def export_serving(model, path: str | os.PathLike, version: int | None = None,
     archive.track(model)
     archive.add_endpoint("serving_default", tf.function(
         _serving_fn(model, kind, label_names), input_signature=[tf.TensorSpec([None], tf.string, name="text")]))
-    tmp = tempfile.mkdtemp(prefix=".tmp-", dir=base)
+    tmp = tempfile.mkdtemp(prefix=TMP_PREFIX, dir=base)
+    claim = os.open(tmp, os.O_RDONLY)
     try:
+        fcntl.flock(claim, fcntl.LOCK_EX)  # ours while we write it: see _remove_abandoned
+        _remove_abandoned(base, os.stat(tmp).st_mtime)
         archive.write_out(tmp, verbose=False)
         if warmup_texts:
             _write_warmup(tmp, os.path.basename(base), list(warmup_texts))
@@ -152,6 +189,29 @@ def export_serving(model, path: str | os.PathLike, version: int | None = None,
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        os.close(claim)
+
+
+def _remove_abandoned(base: str, started: float) -> None:
+    """Delete the ``.tmp-*`` folders that killed exports left in ``base``: those no export holds a lock on,
+    last changed before this export started (a running export locks its folder and keeps writing into it)."""
+    for name in os.listdir(base):
+        path = os.path.join(base, name)
+        if not name.startswith(TMP_PREFIX) or not os.path.isdir(path) or os.path.islink(path):
+            continue
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:  # published or removed meanwhile
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if os.stat(path).st_mtime < started:
+                shutil.rmtree(path, ignore_errors=True)
+        except (BlockingIOError, FileNotFoundError):
+            pass
+        finally:
+            os.close(fd)
 
 
 def _publish(tmp: str, base: str, version: int | None) -> str:

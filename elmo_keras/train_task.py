@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import logging
 import os
 
 import keras
@@ -10,7 +11,7 @@ from sklearn.metrics import f1_score
 from sklearn.model_selection import train_test_split
 
 from elmo_keras import datasets, models
-from elmo_keras.baselines import StaticEmbedding
+from elmo_keras.layers.static import StaticEmbedding
 from elmo_keras.datasets import TextClassificationData
 from elmo_keras.elmo import Elmo
 from elmo_keras.errors import InputError
@@ -18,25 +19,46 @@ from elmo_keras.metrics import pad_label_indices
 from elmo_keras.text import tokenize
 
 
+log = logging.getLogger(__name__)
+
 Task = TextClassificationData  # texts (object arrays) + int labels, or -1-padded label indices when multi-label
 
 
 def _read_csv(path: str, text_column: str, label_column: str) -> tuple[list[str], list[str]]:
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"data file not found: {path}")
-    with open(path, encoding="utf-8", newline="") as f:
+    """(texts, labels) of a CSV with a header row (UTF-8, with or without the byte-order mark Excel writes)."""
+    if not os.path.isfile(path):
+        raise InputError(f"data file not found: {path}" if not os.path.exists(path) else
+                         f"{path} is a folder; give a CSV file with a header row")
+    with open(path, encoding="utf-8-sig", newline="") as f:
         try:
             reader = csv.DictReader(f)
             missing = {text_column, label_column} - set(reader.fieldnames or [])
             if missing:
                 raise InputError(f"{path}: no column(s) {sorted(missing)}; columns are {reader.fieldnames} "
                                  "(set --text-column / --label-column)")
-            rows = [(r[text_column] or "", r[label_column] or "") for r in reader]
+            rows, unlabelled = [], []
+            for r in reader:
+                rows.append((r[text_column] or "", (r[label_column] or "").strip()))
+                if not rows[-1][1]:
+                    unlabelled.append(reader.line_num)
         except UnicodeDecodeError as err:
             raise InputError(f"{path} is not UTF-8 text ({err}); convert it, e.g. iconv -f latin1 -t utf-8") from None
+        except csv.Error as err:
+            raise InputError(f"{path} is not a readable CSV file (line {reader.line_num}: {err})") from None
     if not rows:
         raise InputError(f"{path} has no rows")
-    return [t for t, _ in rows], [label for _, label in rows]
+    if unlabelled:
+        shown = ", ".join(map(str, unlabelled[:10])) + (", ..." if len(unlabelled) > 10 else "")
+        raise InputError(f"{path}: {len(unlabelled)} row(s) have no {label_column!r} (on line(s) {shown}); "
+                         "label them or remove them")
+    texts = [t for t, _ in rows]
+    empty = sum(not t.strip() for t in texts)
+    if empty == len(texts):
+        raise InputError(f"{path}: every {text_column!r} cell is empty or whitespace; check --text-column")
+    if empty:
+        log.warning("%s: %d of %d %r cells are empty or whitespace (each is one text without words)",
+                    path, empty, len(texts), text_column)
+    return texts, [label for _, label in rows]
 
 
 def _split_test(data: str, labels: list[str], seed: int, multi_label: bool, fraction: float = 0.2) -> np.ndarray:
@@ -109,6 +131,10 @@ def train_model(task: Task, options_file: str, weight_file: str, head: str = "bi
     ``epochs``, stopping ``patience`` epochs after the best validation accuracy, whose weights are kept).
     Over the frozen biLM each text is embedded once (``TextModel.fit``)."""
     elmo = Elmo.from_pretrained(options_file, weight_file)
+    layers = elmo.bilm.num_layers + 1
+    if mix_weights is not None and len(mix_weights) != layers:
+        raise InputError(f"{len(mix_weights)} mix weights for a biLM with {layers} layers (the token layer and "
+                         f"{layers - 1} contextual ones): give one weight per layer")
     word_embedding = None
     if words:
         word_embedding = StaticEmbedding.from_corpus([tokenize(t) for t in task.train_texts], words, name="words")

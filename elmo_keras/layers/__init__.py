@@ -9,7 +9,8 @@ from elmo_keras.layers.lstm import ProjectedBiLSTM
 from elmo_keras.layers.pooling import MaskedPooling
 from elmo_keras.layers.scalar_mix import ScalarMix
 from elmo_keras.layers.segments import SegmentedEncoder
+from elmo_keras.layers.static import StaticEmbedding
 from elmo_keras.layers.transformer import BiTransformer
 
 __all__ = ["BiGatedCNN", "BiLM", "BiTransformer", "CharCNN", "Highway", "HubElmo", "LayerConcat", "LayerFusion",
-           "MIX_MODES", "MaskedPooling", "ProjectedBiLSTM", "ScalarMix", "SegmentedEncoder", "StackLayers", "UnstackLayers", "make_layer_mixer"]
+           "MIX_MODES", "MaskedPooling", "ProjectedBiLSTM", "ScalarMix", "SegmentedEncoder", "StackLayers", "StaticEmbedding", "UnstackLayers", "make_layer_mixer"]

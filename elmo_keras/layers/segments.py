@@ -37,7 +37,7 @@ class SegmentedEncoder(keras.layers.Layer):
     import numpy as np
     import tensorflow as tf
     import elmo_keras as ek
-    from elmo_keras.baselines import StaticEmbedding
+    from elmo_keras.layers import StaticEmbedding
 
     tokens = keras.Input(shape=(None,), dtype="string")
     vectors = StaticEmbedding(["a", "b", "c"], np.eye(3, dtype="float32"))(tokens)

@@ -1,0 +1,124 @@
+"""What a saved model is made of: the one Keras registry of the package's classes, and ``.keras`` files with their
+labels file, written crash-safe.
+
+Every class that can end up in a ``.keras`` file is decorated with :func:`serializable` and imported by
+``import elmo_keras``, so ``keras.models.load_model`` finds it in a process that did nothing else.
+A trained model's class or tag names live beside it in ``MODEL.keras.labels.json`` (:func:`save_model` writes
+it, :func:`read_labels` reads it; ``elmo-keras train``, ``export``, ``predict`` go through them).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Sequence
+
+import keras
+
+from elmo_keras.errors import InputError
+from elmo_keras.files import TMP_SUFFIX, fsync_path, write_json
+
+PACKAGE = "elmo_keras"
+
+#: The decorator for every saveable class of the package: registered as ``elmo_keras>ClassName``.
+serializable = keras.saving.register_keras_serializable(package=PACKAGE)
+
+
+def registered_names() -> set[str]:
+    """The ``elmo_keras>Name`` keys registered with Keras so far in this process."""
+    return {key for key in keras.saving.get_custom_objects() if key.startswith(PACKAGE + ">")}
+
+
+def labels_path(model_path: str | os.PathLike) -> str:
+    """Where the labels of the model saved at ``model_path`` live: ``MODEL.keras.labels.json``."""
+    return os.fspath(model_path) + ".labels.json"
+
+
+def save_model(model: keras.Model, path: str | os.PathLike, label_names: Sequence[str] | None = None) -> str:
+    """Save ``model`` to ``path`` (a ``.keras`` file) and, with ``label_names``, its labels file beside it.
+
+    Both are written under temporary names and renamed into place: a run killed, or stopped by a full disk or a
+    file-size limit, leaves the previous files as they were (and no half-written zip).
+
+    Args:
+        model: the model to save.
+        path: file name ending in ``.keras``.
+        label_names: class or tag names in output order, or ``None`` for no labels file.
+
+    Returns:
+        ``path``.
+
+    Example:
+
+    ```python
+    import os, tempfile
+    import keras
+    from elmo_keras.saving import read_labels, save_model
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2, activation="softmax")])
+    path = os.path.join(tempfile.mkdtemp(), "m.keras")
+    save_model(model, path, ["no", "yes"])
+    assert read_labels(path) == ["no", "yes"]
+    ```
+    """
+    path = os.fspath(path)
+    if not path.endswith(".keras"):
+        raise InputError(f"{path}: a model file name must end in .keras, e.g. model.keras")
+    folder, name = os.path.split(os.path.abspath(path))
+    staging = tempfile.mkdtemp(prefix=f".{name}.", suffix=TMP_SUFFIX, dir=folder)  # Keras wants a .keras name
+    try:
+        tmp = os.path.join(staging, name)
+        model.save(tmp)
+        fsync_path(tmp)
+        os.replace(tmp, path)
+        fsync_path(folder)
+    except OSError as err:  # e.g. a full disk: name the file the user asked for, not Keras' buffer
+        err.filename = err.filename or path
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    if label_names is not None:
+        write_json(labels_path(path), [str(name) for name in label_names])
+    return path
+
+
+def read_labels(model_path: str | os.PathLike) -> list[str] | None:
+    """The labels file of the model at ``model_path`` (see :func:`save_model`), or ``None`` when there is none.
+
+    Args:
+        model_path: the ``.keras`` file.
+
+    Returns:
+        The class or tag names, or ``None``.
+    """
+    path = labels_path(model_path)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        try:
+            names = json.load(f)
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise InputError(f"{path} is not valid JSON ({err}); fix it, delete it or pass the labels") from None
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise InputError(f"{path} must hold a JSON list of strings (the class names in output order)")
+    return names
+
+
+def load_model(path: str | os.PathLike) -> keras.Model:
+    """``keras.models.load_model`` with a clear error for a missing or broken file.
+
+    Args:
+        path: a ``.keras`` file written by ``model.save`` or :func:`save_model`.
+
+    Returns:
+        The model, compiled as it was saved.
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise InputError(f"model file not found: {path}")
+    if not zipfile.is_zipfile(path):
+        raise InputError(f"{path} is not a .keras model file (not a zip archive: truncated or another format); "
+                         "save it again with model.save('model.keras')")
+    return keras.models.load_model(path, safe_mode=True)
