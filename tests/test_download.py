@@ -8,8 +8,11 @@ import hashlib
 import os
 import re
 import shutil
+import subprocess
+import sys
 import tarfile
 import threading
+import time
 import urllib.parse
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -34,7 +37,8 @@ class FileServer(ThreadingHTTPServer):
     """Serves ``files`` (URL path -> bytes) on 127.0.0.1 and logs each request as (path, Range header, status).
 
     ``ranges``: answer a Range request with 206 (else 200 and the whole file); ``cut``: paths whose next answer
-    announces the full length but stops half-way; ``corrupt``: send the files with their first 64 bytes zeroed.
+    announces the full length but stops half-way; ``corrupt``: send the files with their first 64 bytes zeroed;
+    ``delay``: seconds to wait before answering; ``stall``: seconds to wait between the headers and the body.
     """
 
     daemon_threads = True
@@ -43,6 +47,7 @@ class FileServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), RangeHandler)
         self.files, self.log = dict(files), []
         self.ranges, self.cut, self.corrupt = True, set(), False
+        self.delay = self.stall = 0.0
         self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
 
@@ -63,6 +68,7 @@ class RangeHandler(BaseHTTPRequestHandler):
             self.server.log.append((path, asked, 404))
             self.send_error(404)
             return
+        time.sleep(self.server.delay)
         if self.server.corrupt:
             body = bytes(64) + body[64:]
         start = int(asked[len("bytes="):].rstrip("-")) if asked and self.server.ranges else 0
@@ -77,6 +83,8 @@ class RangeHandler(BaseHTTPRequestHandler):
             self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
         self.send_header("Content-Length", str(len(body) - start))
         self.end_headers()
+        self.wfile.flush()
+        time.sleep(self.server.stall)
         payload = body[start:]
         if path in self.server.cut:
             self.server.cut.discard(path)
@@ -136,6 +144,31 @@ def test_url_load_equals_disk_then_works_offline(served, fixture_files, monkeypa
     forbid_network(monkeypatch)
     assert_same_arrays(ek.Elmo.from_pretrained(*urls).bilm.get_weight_arrays(), expected)
     assert_same_arrays(ek.ElmoEmbedder(*urls).bilm.get_weight_arrays(), expected)
+
+
+def test_two_processes_fetching_one_url_send_one_request(served, tmp_path):
+    server, files = served
+    server.delay = 1.0  # the second process asks while the first one is still downloading
+    code = f"from elmo_keras.download import fetch; print(fetch({server.url(WEIGHTS)!r}, progress=False))"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    runs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+            for _ in range(2)]
+    paths = [run.communicate(timeout=300)[0].strip() for run in runs]
+    assert [run.returncode for run in runs] == [0, 0]
+    assert paths[0] == paths[1] == cache_path(server.url(WEIGHTS))
+    assert [entry for entry in server.log if entry[0] == WEIGHTS] == [(WEIGHTS, None, 200)]
+    assert open(paths[0], "rb").read() == files[WEIGHTS]
+
+
+def test_a_stalled_server_is_a_clear_error_after_the_read_timeout(served, monkeypatch):
+    server, _ = served
+    server.stall = 3.0
+    monkeypatch.setattr("elmo_keras.download.TIMEOUT", (1.0, 0.5))  # (60 s in use)
+    started = time.monotonic()
+    with pytest.raises(RemoteUnavailable, match=re.escape(server.url(OPTIONS))):
+        fetch(server.url(OPTIONS), progress=False)
+    assert time.monotonic() - started < 30
+    assert not os.path.exists(cache_path(server.url(OPTIONS)))
 
 
 def test_interrupted_download_resumes_with_range(served):
