@@ -181,7 +181,13 @@ def export_serving(model, path: str | os.PathLike, version: int | None = None,
     try:
         fcntl.flock(claim, fcntl.LOCK_EX)  # ours while we write it: see _remove_abandoned
         _remove_abandoned(base, os.stat(tmp).st_mtime)
-        archive.write_out(tmp, verbose=False)
+        try:
+            archive.write_out(tmp, verbose=False)
+        except tf.errors.OpError as err:  # TensorFlow's file writes report a full disk as an op error
+            no_room = _no_room(err, base)
+            if no_room is None:
+                raise
+            raise no_room from err
         if warmup_texts:
             _write_warmup(tmp, os.path.basename(base), list(warmup_texts))
         usual_permissions(tmp)  # mkdtemp makes it 0700: TF Serving may run as another user
@@ -191,6 +197,14 @@ def export_serving(model, path: str | os.PathLike, version: int | None = None,
         raise
     finally:
         os.close(claim)
+
+
+def _no_room(err: tf.errors.OpError, path: str) -> OSError | None:
+    """The ``OSError`` of a full disk or a file-size limit that TensorFlow reported as ``err``, else None."""
+    for code in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+        if os.strerror(code) in err.message:
+            return OSError(code, os.strerror(code), path)
+    return None
 
 
 def _remove_abandoned(base: str, started: float) -> None:

@@ -86,7 +86,8 @@ def test_train_export_serve_each_killed_once(tmp_path, fixture_files):
 
 
 def test_train_over_an_existing_model_under_a_file_size_limit_keeps_it(tmp_path, fixture_files):
-    """A full disk or a file-size limit while saving: one clear line, exit 2, and the old model intact."""
+    """A full disk or a file-size limit while saving or exporting: one clear line, exit 2, the old model intact
+    and no half-written export."""
     with open(tmp_path / "d.csv", "w", newline="", encoding="utf-8") as f:
         csv.writer(f).writerows([("text", "label"), *ROWS * 3])
     train = ["train", "--data", "d.csv", "--options", fixture_files[0], "--weights", fixture_files[1],
@@ -108,6 +109,13 @@ def test_train_over_an_existing_model_under_a_file_size_limit_keeps_it(tmp_path,
     assert (tmp_path / "m.keras").read_bytes() == before
     assert (tmp_path / "m.keras.labels.json").read_text() == '["old", "labels"]'
     assert not [name for name in os.listdir(tmp_path) if name.endswith(".tmp")]
+
+    done = subprocess.run([sys.executable, "-m", "elmo_keras.cli", "export", "m.keras", "--out", "saved/m"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, preexec_fn=limit_file_size)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        f"elmo-keras export: error: disk full or file too large writing {tmp_path / 'saved' / 'm'} ")
+    assert os.listdir(tmp_path / "saved" / "m") == []
 
 
 def test_pretrain_embed_load_each_killed_once(tmp_path):
