@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 import keras
 import numpy as np
@@ -51,10 +50,6 @@ class LayerWeightsHistory(keras.callbacks.Callback):
 class Throughput(keras.callbacks.Callback):
     """Adds ``tokens_per_second`` (predicted tokens per direction / training seconds) to the epoch logs."""
 
-    def __init__(self, log: Callable[[str], None] = print):
-        super().__init__()
-        self.log = log
-
     def on_epoch_begin(self, epoch, logs=None):
         self.start, self.last, self.tokens = time.perf_counter(), None, 0.0
 
@@ -65,8 +60,3 @@ class Throughput(keras.callbacks.Callback):
         logs = logs if logs is not None else {}
         seconds = (self.last or time.perf_counter()) - self.start
         logs["tokens_per_second"] = self.tokens / max(seconds, 1e-9)
-        nan = float("nan")
-        self.log(f"epoch {epoch + 1}: {self.tokens:.0f} tokens in {seconds:.1f} s = "
-                 f"{logs['tokens_per_second']:.0f} tokens/s; perplexity train forward "
-                 f"{logs.get('forward_ppl', nan):.1f} backward {logs.get('backward_ppl', nan):.1f}, valid forward "
-                 f"{logs.get('val_forward_ppl', nan):.1f} backward {logs.get('val_backward_ppl', nan):.1f}")

@@ -6,6 +6,8 @@ entry that :func:`remove_stale_temporaries` (or the next :func:`atomic_file` on 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -13,7 +15,10 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
+from elmo_keras.errors import InputError
+
 TMP_SUFFIX = ".tmp"
+LOCK = ".lock"
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
 
@@ -105,3 +110,46 @@ def remove_stale_temporaries(folder: str) -> None:
             shutil.rmtree(path)
         else:
             os.remove(path)
+
+
+def file_sha256(path: str) -> str:
+    """The sha256 hex digest of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def exclusive_lock(folder: str, what: str, name: str = LOCK) -> Iterator[None]:
+    """Hold an exclusive lock on ``folder`` (created if missing) for the ``with`` block, or fail at once.
+
+    The lock is a non-blocking ``flock`` on the file ``name`` in ``folder``; the file stays, the lock ends with the
+    block or the process (SIGKILL included). A second holder gets :class:`InputError` "another ``what`` run is
+    writing ``folder``; wait for it to finish"; a folder that cannot be created or written, one naming the folder.
+    When the block raises and ``folder`` was created here and holds only the lock file, it is removed again:
+    input refused inside the block leaves nothing behind.
+    """
+    created = not os.path.isdir(folder)
+    path = os.path.join(folder, name)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o666)
+    except OSError as err:
+        raise InputError(f"cannot create or write into {folder}: {err.strerror}; choose a folder you can write "
+                         f"into") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise InputError(f"another {what} run is writing {folder}; wait for it to finish") from None
+    try:
+        yield
+    except BaseException:
+        if created and os.listdir(folder) == [name]:
+            os.remove(path)
+            os.rmdir(folder)
+        raise
+    finally:
+        os.close(fd)

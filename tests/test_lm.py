@@ -136,8 +136,8 @@ def trained(tmp_path_factory):
 
 def test_pretrain_writes_a_folder_that_reloads_exactly(trained):
     model, state, out = trained
-    assert sorted(p for p in os.listdir(out) if p != "logs") == [
-        "options.json", "softmax.hdf5", "state.json", "vocab.txt", "weights.hdf5"]  # backup/ removed at the end
+    assert sorted(p for p in os.listdir(out) if p != "logs") == [  # backup/ removed at the end
+        ".lock", "manifest.json", "options.json", "softmax.hdf5", "state.json", "vocab.txt", "weights.hdf5"]
     assert state["epochs_completed"] == 2 and len(state["tokens_per_second"]) == 2
     assert state["history"]["loss"][1] < state["history"]["loss"][0]
     options = json.loads((out / "options.json").read_text())
@@ -156,10 +156,12 @@ def test_pretrain_writes_a_folder_that_reloads_exactly(trained):
 
 def test_rerun_is_a_no_op_and_options_must_agree(trained):
     _, state, out = trained
-    _, again = pretrain([TRAIN / "data.txt"], None, TINY, out, epochs=2, verbose=0, log=_quiet)
+    _, again = pretrain([TRAIN / "data.txt"], None, {**TINY, "learning_rate": 0.01}, out, epochs=2, verbose=0,
+                        log=_quiet)
     assert again == state
-    with pytest.raises(ValueError, match="different 'lstm'"):
-        pretrain([TRAIN / "data.txt"], None, {**TINY, "lstm": {**TINY["lstm"], "dim": 8}}, out, log=_quiet)
+    with pytest.raises(ValueError, match="made from other input: options 'lstm.dim' \\(16 then, 8 now\\)\\. Re-run"):
+        pretrain([TRAIN / "data.txt"], None, {**TINY, "learning_rate": 0.01, "lstm": {**TINY["lstm"], "dim": 8}}, out,
+                 log=_quiet)
 
 
 def test_continue_training_from_released_layout(trained, tmp_path):

@@ -7,14 +7,19 @@ Output folder (also a valid preset folder for ``from_preset``)::
     weights.hdf5   biLM weights, released layout (written atomically at the end)
     softmax.hdf5   softmax/W [V, P], softmax/b [V] (written atomically at the end)
     state.json     epochs completed, tokens/s per epoch, validation perplexity per direction
-    backup/        BackupAndRestore state while a run is unfinished (a re-run resumes from it)
+    manifest.json  what the run is made from: the training files (size, sha256), the options, the vocabulary
+    backup/        BackupAndRestore state while a run is unfinished (a re-run resumes from it); deleted only once
+                   weights.hdf5 and state.json are written
     logs/          TensorBoard logs
+    .lock          locked while a run writes the folder (a second run is refused)
 """
 from __future__ import annotations
 
+import glob
 import importlib.util
 import json
 import os
+import reprlib
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -24,7 +29,7 @@ import tensorflow as tf
 
 from elmo_keras.callbacks import Throughput
 from elmo_keras.errors import InputError
-from elmo_keras.files import write_json
+from elmo_keras.files import LOCK, exclusive_lock, file_sha256, remove_stale_temporaries, write_json
 from elmo_keras.lm.data import DEFAULT_BUCKETS, lm_dataset
 from elmo_keras.lm.model import BiLanguageModel
 from elmo_keras.lm.vocab import Vocabulary
@@ -40,7 +45,11 @@ TRAIN_DEFAULTS = {
     "seed": 0, "backup_every_steps": 200,
 }
 _BILM_KEYS = ("char_cnn", "lstm", "encoder")  # the biLM's architecture (options.encoder_options)
-_ARCHITECTURE = (*_BILM_KEYS, "n_tokens_vocab")
+#: options outside a run's identity: how long to train and how often to back up may change on a re-run;
+#: n_tokens_vocab is derived from the vocabulary (an options.json taken from an earlier run holds one)
+_NOT_IDENTITY = ("n_epochs", "backup_every_steps", "n_tokens_vocab")
+#: what a run writes into its folder (besides the lock and the backup folders): --restart removes these
+_OUTPUTS = ("manifest.json", "options.json", "vocab.txt", "weights.hdf5", "softmax.hdf5", "state.json", "logs")
 
 
 def training_options(options: dict | str | os.PathLike) -> dict:
@@ -75,17 +84,40 @@ def _cluster(strategy: tf.distribute.Strategy) -> tuple[int, bool]:
 
 class EpochLogs(keras.callbacks.Callback):
     """Every epoch's logs (losses, perplexities, tokens/s) by epoch, also kept in ``path`` (in the backup folder),
-    so that a run resumed from its backup keeps the epochs it ran before the interruption."""
+    so that a run resumed from its backup keeps the epochs it ran before the interruption; logs one line per
+    epoch (the validation perplexity only when there is validation data). Runs after :class:`Throughput`."""
 
-    def __init__(self, path: str, before_epoch: int):
+    def __init__(self, path: str, before_epoch: int, log: Callable[[str], None]):
         super().__init__()
-        self.path = path
+        self.path, self.log = path, log
         self.logs = {int(e): v for e, v in (_read_json(path) or {}).items() if int(e) < before_epoch}
 
     def on_epoch_end(self, epoch, logs=None):
-        self.logs[epoch] = {key: float(value) for key, value in (logs or {}).items()}
+        logs = {key: float(value) for key, value in (logs or {}).items()}
+        self.logs[epoch] = logs
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         write_json(self.path, {str(e): v for e, v in self.logs.items()})
+        speed = logs["tokens_per_second"]
+        line = (f"epoch {epoch + 1}: {logs['tokens']:.0f} tokens in {logs['tokens'] / max(speed, 1e-9):.1f} s = "
+                f"{speed:.0f} tokens/s; perplexity train forward {logs['forward_ppl']:.1f} backward "
+                f"{logs['backward_ppl']:.1f}")
+        if "val_forward_ppl" in logs:
+            line += f", valid forward {logs['val_forward_ppl']:.1f} backward {logs['val_backward_ppl']:.1f}"
+        self.log(line)
+
+
+class EpochEndBackup(keras.callbacks.BackupAndRestore):
+    """BackupAndRestore (every ``save_freq`` steps, double checkpoint) that also backs up at the end of every
+    epoch, so that a run killed between epochs or after its last one redoes no epoch, and keeps its backup when
+    training ends: :func:`pretrain` deletes it once weights.hdf5 and state.json are written."""
+
+    def __init__(self, backup_dir: str, save_freq: int):
+        super().__init__(backup_dir, save_freq=save_freq, double_checkpoint=True, delete_checkpoint=False)
+
+    def on_epoch_end(self, epoch, logs=None):
+        super().on_epoch_end(epoch, logs)  # counts the epoch as done
+        if not self.model.stop_training:  # a NaN loss stops training: keep the last good backup
+            self._save_model()  # private, as the step-wise backup's own call; Keras has no public "save now"
 
 
 def _read_json(path: str) -> dict | None:
@@ -95,96 +127,202 @@ def _read_json(path: str) -> dict | None:
         return json.load(f)
 
 
-def _prepare_folder(out_dir: str, options: dict, train_files: Sequence[str], is_chief: bool) -> tuple[dict, Vocabulary]:
-    """Options and vocabulary of the run: from ``out_dir`` when resuming (must agree), else new."""
-    vocab_path, options_path = os.path.join(out_dir, "vocab.txt"), os.path.join(out_dir, "options.json")
-    if os.path.exists(vocab_path):
+def _check_paths(train_files: Sequence[str], valid_file: str | None, out_dir: str) -> None:
+    """InputError, before any work, for a missing or unreadable --train/--valid file and an --out that is a file.
+    (An --out that cannot be created or written is refused when it is locked.)"""
+    named = [("training file (--train)", path) for path in train_files]
+    for what, path in named + ([("validation file (--valid)", valid_file)] if valid_file else []):
+        if not os.path.isfile(path):
+            raise InputError(f"{what} {'is not a file' if os.path.exists(path) else 'not found'}: {path}")
+        if not os.access(path, os.R_OK):
+            raise InputError(f"{what} is not readable: {path}")
+    if os.path.lexists(out_dir) and not os.path.isdir(out_dir):
+        raise InputError(f"--out {out_dir} is a file; give a folder (a new one, or an earlier run's to resume it)")
+
+
+def _identity(train_files: Sequence[str], opts: dict, init_from: str | None) -> dict:
+    """What the run is made from, as manifest.json holds it (less the vocabulary's sha256)."""
+    identity = {"train": [{"path": path, "size": os.path.getsize(path), "sha256": file_sha256(path)}
+                          for path in train_files],
+                "options": {key: value for key, value in opts.items() if key not in _NOT_IDENTITY},
+                "init_from": init_from}
+    return json.loads(json.dumps(identity))  # as read back from the file (lists, not tuples)
+
+
+def _differences(old: dict, new: dict, vocab_path: str) -> list[str]:
+    """How the run in the folder (manifest ``old``) differs from this one (``new``), in words; empty: the same.
+    A re-run may leave out --init-from (it only matters to the first epoch)."""
+    def file(entry: dict) -> str:
+        return f"{entry['path']} ({entry['size']} bytes, sha256 {entry['sha256'][:12]})"
+
+    files_then, files_now = old["train"], new["train"]
+    if len(files_then) != len(files_now):
+        found = [f"--train ({len(files_now)} file(s) now; then {', '.join(file(f) for f in files_then)})"]
+    else:
+        found = [f"--train file {i + 1}: {file(n)} now, {file(t)} then"
+                 for i, (t, n) in enumerate(zip(files_then, files_now))
+                 if (t["size"], t["sha256"]) != (n["size"], n["sha256"])]
+    then, now = _flat(old["options"]), _flat(new["options"])
+    found += [f"options '{key}' ({reprlib.repr(then.get(key))} then, {reprlib.repr(now.get(key))} now)"
+              for key in sorted(then.keys() | now.keys()) if then.get(key) != now.get(key)]
+    if new["init_from"] is not None and new["init_from"] != old["init_from"]:
+        found.append(f"--init-from ({old['init_from']!r} then, {new['init_from']!r} now)")
+    if not found and (not os.path.exists(vocab_path) or file_sha256(vocab_path) != old["vocab_sha256"]):
+        found.append(f"{os.path.basename(vocab_path)} (changed or removed since the run began)")
+    return found
+
+
+def _flat(options: dict, prefix: str = "") -> dict:
+    """Nested options as {"lstm.dim": 16, ...}, so that a difference names the very setting."""
+    flat = {}
+    for key, value in options.items():
+        flat.update(_flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
+    return flat
+
+
+def _has_progress(out_dir: str) -> bool:
+    """Whether the folder holds trained epochs: finished ones (state.json) or a backup of an unfinished run."""
+    return os.path.exists(os.path.join(out_dir, "state.json")) or bool(
+        glob.glob(os.path.join(glob.escape(out_dir), "backup*", "training_metadata.json")))
+
+
+def _discard(out_dir: str) -> None:
+    """Remove what runs wrote into ``out_dir`` (not the lock, not files of others)."""
+    names = [*_OUTPUTS, *(name for name in os.listdir(out_dir) if name.startswith("backup"))]
+    for path in (os.path.join(out_dir, name) for name in names):
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            os.remove(path)
+    remove_stale_temporaries(out_dir)
+
+
+def _new_vocabulary(train_files: Sequence[str], opts: dict) -> Vocabulary:
+    """The vocabulary of ``train_files``; InputError when the sampled softmax would sample all of it."""
+    vocab = Vocabulary.from_files(train_files, opts["vocab_min_count"], opts["vocab_max_size"])
+    n_sampled = opts["n_negative_samples_batch"]
+    if n_sampled >= len(vocab):
+        raise InputError(f"options: 'n_negative_samples_batch' ({n_sampled}) must be smaller than the vocabulary "
+                         f"size, {len(vocab)} words in --train; lower it below {len(vocab)}, or set it to 0 for "
+                         f"the full softmax (exact, and cheap for a vocabulary this small)")
+    return vocab
+
+
+def _prepare_folder(out_dir: str, opts: dict, train_files: Sequence[str], init_from: str | None, restart: bool,
+                    log: Callable[[str], None]) -> tuple[dict, Vocabulary]:
+    """Options and vocabulary of the run (chief). The folder's earlier run is resumed or continued when its
+    manifest matches this run; else it is refused (InputError) when it trained anything, and discarded when it
+    trained nothing (or ``restart``). Writes vocab.txt, options.json and manifest.json."""
+    identity = _identity(train_files, opts, init_from)
+    manifest_path, vocab_path = os.path.join(out_dir, "manifest.json"), os.path.join(out_dir, "vocab.txt")
+    old = _read_json(manifest_path)
+    differences = ([] if old is None else _differences(old, identity, vocab_path))
+    if old is None and _has_progress(out_dir) and not restart:
+        raise InputError(f"{out_dir} holds a pretraining run without manifest.json (from an older elmo-keras), so "
+                         f"what it was made from cannot be checked; pass --restart to discard it and start over")
+    if differences and _has_progress(out_dir) and not restart:
+        raise InputError(f"{out_dir} holds a pretraining run made from other input: {'; '.join(differences)}. "
+                         f"Re-run with its --train files and options to resume or continue it, or pass --restart "
+                         f"to discard it and start over")
+    if old is not None and not differences and not restart:
         vocab = Vocabulary.load(vocab_path)
     else:
-        vocab = Vocabulary.from_files(train_files, options["vocab_min_count"], options["vocab_max_size"])
-    options = {**options, "n_tokens_vocab": len(vocab)}
-    saved = _read_json(options_path)
-    if saved is not None:
-        for key in _ARCHITECTURE:
-            if saved.get(key) != options.get(key):
-                raise InputError(f"{options_path} holds a different '{key}' than the options given; "
-                                 "use a new --out folder or the same options to resume")
-    if is_chief:
-        os.makedirs(out_dir, exist_ok=True)
+        if differences and not restart:
+            log(f"{out_dir}: discarding an unfinished run that trained nothing ({'; '.join(differences)})")
+        _discard(out_dir)
+        vocab = _new_vocabulary(train_files, opts)
         vocab.save(vocab_path)
-        write_json(options_path, options)
-    return options, vocab
+    opts = {**opts, "n_tokens_vocab": len(vocab)}
+    write_json(os.path.join(out_dir, "options.json"), opts)
+    write_json(manifest_path, {**identity, "vocab_sha256": file_sha256(vocab_path)})
+    return opts, vocab
 
 
 def pretrain(train_files: Sequence[str | os.PathLike], valid_file: str | os.PathLike | None,
              options: dict | str | os.PathLike, out_dir: str | os.PathLike, epochs: int | None = None,
              strategy: tf.distribute.Strategy | None = None, init_from: str | None = None,
              steps_per_epoch: int | None = None, callbacks: Sequence[keras.callbacks.Callback] = (),
-             verbose: int | str = "auto", log: Callable[[str], None] = print) -> tuple[BiLanguageModel, dict]:
+             verbose: int | str = "auto", log: Callable[[str], None] = print,
+             restart: bool = False) -> tuple[BiLanguageModel, dict]:
     """Train (or resume, or continue from ``init_from``) a biLM; write the output folder (see module doc).
 
     ``steps_per_epoch``: batches per epoch (the training data then repeats); ``callbacks``: extra Keras callbacks.
     ``init_from``: a preset name (shipped or published, see ``ek.list_presets()``), or a folder or folder URL
     with options.json + weights.hdf5 (+ softmax.hdf5 when its vocab.txt is the same as this run's) whose
     architecture equals ``options``: continued training.
+    A re-run into the same ``out_dir`` resumes an interrupted run or continues a finished one up to ``epochs``. It
+    needs the same training files and options (n_epochs and backup_every_steps aside; the other arguments may
+    change): others are refused (:class:`InputError` naming them) unless ``restart``, which discards the folder's
+    earlier run; a folder whose run trained nothing yet is simply rebuilt. A second run into ``out_dir`` while one
+    runs is refused.
     Returns ``(model, state)``; ``state`` (also in ``out_dir/state.json``) holds epochs_completed,
-    tokens_per_second per epoch, wall_seconds, history and valid_perplexity {"forward", "backward"}.
+    tokens_per_second per epoch, wall_seconds, history and valid_perplexity {"forward", "backward"} (when
+    ``valid_file`` is given).
     """
     out_dir, train_files = os.fspath(out_dir), [os.fspath(f) for f in train_files]
+    valid_file = os.fspath(valid_file) if valid_file else None
     strategy = strategy or tf.distribute.get_strategy()
     n_workers, is_chief = _cluster(strategy)
     opts = training_options(options)
     epochs = opts["n_epochs"] if epochs is None else positive_int(epochs, "epochs (--epochs)")
     if steps_per_epoch is not None:
         positive_int(steps_per_epoch, "steps_per_epoch (--steps-per-epoch)")
-    opts, vocab = _prepare_folder(out_dir, opts, train_files, is_chief)
-    state_path = os.path.join(out_dir, "state.json")
-    state = _read_json(state_path) or {"epochs_completed": 0, "tokens_per_second": [], "wall_seconds": 0.0}
-    if state["epochs_completed"] >= epochs:
-        log(f"{out_dir}: already trained for {state['epochs_completed']} epochs; nothing to do")
-        return BiLanguageModel.from_preset(out_dir), state
-    keras.utils.set_random_seed(opts["seed"])
+    _check_paths(train_files, valid_file, out_dir)
+    task = "" if is_chief else f"-{strategy.cluster_resolver.task_id}"
+    with exclusive_lock(out_dir, "pretrain", LOCK + task):
+        if is_chief:
+            opts, vocab = _prepare_folder(out_dir, opts, train_files, init_from, restart, log)
+        else:  # the chief keeps the folder; a worker's vocabulary, built from the same files, is the chief's
+            vocab = _new_vocabulary(train_files, opts)
+            opts = {**opts, "n_tokens_vocab": len(vocab)}
+        backup_dir = os.path.join(out_dir, "backup" + task)
+        state_path = os.path.join(out_dir, "state.json")
+        state = _read_json(state_path) or {"epochs_completed": 0, "tokens_per_second": [], "wall_seconds": 0.0}
+        if state["epochs_completed"] >= epochs:
+            log(f"{out_dir}: already trained for {state['epochs_completed']} epochs; nothing to do")
+            return BiLanguageModel.from_preset(out_dir), state
+        keras.utils.set_random_seed(opts["seed"])
 
-    with strategy.scope():
-        model = BiLanguageModel(opts, vocab, n_sampled=opts["n_negative_samples_batch"], dropout=opts["dropout"])
-        model.build()
-        if state["epochs_completed"]:  # finished earlier with fewer epochs: go on from the written weights
-            init_from = out_dir
-        if init_from is not None:
-            _load_initial_weights(model, init_from, vocab)
-        model.compile(optimizer=make_optimizer(opts))
-    backup_dir = os.path.join(out_dir, "backup" if is_chief else f"backup-{strategy.cluster_resolver.task_id}")
-    backed_up = (_read_json(os.path.join(backup_dir, "training_metadata.json")) or {}).get("epoch", 0)
-    epoch_logs = EpochLogs(os.path.join(backup_dir, "epoch_logs.json"), backed_up)
-    callbacks = [*callbacks, *_training_callbacks(opts, out_dir, backup_dir, epoch_logs, log)]
-    train_ds = _dataset(train_files, vocab, opts, n_workers, shuffle=True)
-    valid_ds = _dataset([os.fspath(valid_file)], vocab, opts, n_workers, shuffle=False) if valid_file else None
-    start = time.perf_counter()
-    if backed_up >= epochs:  # an interrupted longer run, now asked to stop at `epochs`: finish from its backup
         with strategy.scope():
-            model.optimizer.build(model.trainable_variables)
-        model.load_weights(os.path.join(backup_dir, "latest.weights.h5"))
-        shutil.rmtree(backup_dir)
-        log(f"restored epoch {backed_up} from {backup_dir} (>= --epochs {epochs}): writing those weights")
-        state["epochs_completed"] = backed_up
-    else:
-        fitted = model.fit(train_ds.repeat() if steps_per_epoch else train_ds, epochs=epochs,
-                           initial_epoch=state["epochs_completed"], validation_data=valid_ds,
-                           steps_per_epoch=steps_per_epoch, callbacks=callbacks, verbose=verbose)
-        if model.stop_training or not fitted.epoch:
-            raise RuntimeError("training stopped early (NaN loss?): weights were not written; see the logs")
-        state["epochs_completed"] = fitted.epoch[-1] + 1
-    state["wall_seconds"] += time.perf_counter() - start
-    _record_epochs(state, epoch_logs)
-    if valid_ds is not None:
-        metrics = model.evaluate(valid_ds, return_dict=True, verbose=0)
-        state["valid_perplexity"] = {"forward": float(metrics["forward_ppl"]),
-                                     "backward": float(metrics["backward_ppl"])}
-    if is_chief:
-        save_weights_hdf5(model.bilm, os.path.join(out_dir, "weights.hdf5"))
-        model.save_softmax_hdf5(os.path.join(out_dir, "softmax.hdf5"))
-        write_json(state_path, state)
-    return model, state
+            model = BiLanguageModel(opts, vocab, n_sampled=opts["n_negative_samples_batch"], dropout=opts["dropout"])
+            model.build()
+            if state["epochs_completed"]:  # finished earlier with fewer epochs: go on from the written weights
+                init_from = out_dir
+            if init_from is not None:
+                _load_initial_weights(model, init_from, vocab)
+            model.compile(optimizer=make_optimizer(opts))
+        backed_up = (_read_json(os.path.join(backup_dir, "training_metadata.json")) or {}).get("epoch", 0)
+        epoch_logs = EpochLogs(os.path.join(backup_dir, "epoch_logs.json"), backed_up, log)
+        callbacks = [*callbacks, *_training_callbacks(opts, out_dir, backup_dir, epoch_logs, log)]
+        train_ds = _dataset(train_files, vocab, opts, n_workers, shuffle=True)
+        valid_ds = _dataset([valid_file], vocab, opts, n_workers, shuffle=False) if valid_file else None
+        start = time.perf_counter()
+        if backed_up >= epochs:  # killed after its last epoch, or a longer run asked to stop now: finish from backup
+            with strategy.scope():
+                model.optimizer.build(model.trainable_variables)
+            model.load_weights(os.path.join(backup_dir, "latest.weights.h5"))
+            log(f"restored epoch {backed_up} from {backup_dir} (>= --epochs {epochs}): writing those weights")
+            state["epochs_completed"] = backed_up
+        else:
+            fitted = model.fit(train_ds.repeat() if steps_per_epoch else train_ds, epochs=epochs,
+                               initial_epoch=state["epochs_completed"], validation_data=valid_ds,
+                               steps_per_epoch=steps_per_epoch, callbacks=callbacks, verbose=verbose)
+            if model.stop_training or not fitted.epoch:
+                raise RuntimeError("training stopped early (NaN loss?): weights were not written; see the logs")
+            state["epochs_completed"] = fitted.epoch[-1] + 1
+        state["wall_seconds"] += time.perf_counter() - start
+        _record_epochs(state, epoch_logs)
+        state.pop("valid_perplexity", None)  # an earlier run's would not describe the new weights
+        if valid_ds is not None:
+            metrics = model.evaluate(valid_ds, return_dict=True, verbose=0)
+            state["valid_perplexity"] = {"forward": float(metrics["forward_ppl"]),
+                                         "backward": float(metrics["backward_ppl"])}
+        if is_chief:
+            save_weights_hdf5(model.bilm, os.path.join(out_dir, "weights.hdf5"))
+            model.save_softmax_hdf5(os.path.join(out_dir, "softmax.hdf5"))
+            write_json(state_path, state)
+        shutil.rmtree(backup_dir)  # only now: a run killed before this point resumes from it
+        return model, state
 
 
 def _dataset(files: list[str], vocab: Vocabulary, opts: dict, n_workers: int, shuffle: bool) -> tf.data.Dataset:
@@ -201,10 +339,10 @@ def _dataset(files: list[str], vocab: Vocabulary, opts: dict, n_workers: int, sh
 
 def _training_callbacks(opts: dict, out_dir: str, backup_dir: str, epoch_logs: EpochLogs,
                         log: Callable[[str], None]) -> list[keras.callbacks.Callback]:
-    """Resume (BackupAndRestore), throughput, per-epoch logs, NaN stop, and TensorBoard when installed."""
-    callbacks = [keras.callbacks.BackupAndRestore(backup_dir, save_freq=opts["backup_every_steps"],
-                                                  double_checkpoint=True),
-                 Throughput(log), epoch_logs, keras.callbacks.TerminateOnNaN()]
+    """Throughput, per-epoch logs, NaN stop, resume (after the epoch's logs: a backed-up epoch has its logs), and
+    TensorBoard when installed."""
+    callbacks = [Throughput(), epoch_logs, keras.callbacks.TerminateOnNaN(),
+                 EpochEndBackup(backup_dir, opts["backup_every_steps"])]
     if importlib.util.find_spec("tensorboard") is not None:
         callbacks.append(keras.callbacks.TensorBoard(os.path.join(out_dir, "logs"), update_freq=50))
     else:

@@ -10,6 +10,7 @@ import os
 from collections import Counter
 from collections.abc import Sequence
 
+from elmo_keras.errors import InputError
 from elmo_keras.files import atomic_file
 
 BOS, EOS, UNK = "<S>", "</S>", "<UNK>"
@@ -61,14 +62,16 @@ class Vocabulary:
     @classmethod
     def from_files(cls, paths: Sequence[str | os.PathLike], min_count: int = 1,
                    max_size: int | None = None) -> "Vocabulary":
-        """Count whitespace-separated tokens in text files (one sentence per line)."""
+        """Count whitespace-separated tokens in text files (one sentence per line); :class:`InputError` when there
+        are none."""
         counts: Counter = Counter()
         for path in paths:
             with open(path, encoding="utf-8") as f:
                 for line in f:
                     counts.update(line.split())
         if not counts:
-            raise ValueError(f"no tokens found in {[os.fspath(p) for p in paths]}")
+            raise InputError(f"no tokens found in {', '.join(os.fspath(p) for p in paths)}: the files are empty or "
+                             f"blank; give text with one tokenised sentence per line")
         return cls.from_counts(counts, min_count, max_size)
 
     @classmethod
