@@ -12,6 +12,8 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
+from elmo_keras.saving import serializable
+
 
 def pad_label_indices(labels: Sequence[Sequence[int]], num_labels: int | None = None) -> np.ndarray:
     """Lists of label indices -> int32 [N, max_labels] padded with -1 (checked against ``num_labels``)."""
@@ -40,7 +42,7 @@ def to_multi_hot(y_true, num_labels: int):
     return ops.cast(y_true, "float32")
 
 
-@keras.saving.register_keras_serializable(package="elmo_keras")
+@serializable
 class MultiLabelBinaryCrossentropy(keras.losses.Loss):
     """Binary cross-entropy on sigmoid outputs [B, L]; labels multi-hot or padded indices."""
 
@@ -60,7 +62,7 @@ class MultiLabelBinaryCrossentropy(keras.losses.Loss):
         return {**super().get_config(), "num_labels": self.num_labels}
 
 
-@keras.saving.register_keras_serializable(package="elmo_keras")
+@serializable
 class MultiLabelF1(keras.metrics.Metric):
     """Micro or macro F1 over the epoch, predictions = scores >= threshold (F1 of a label with no true and
     no predicted example counts as 0, like scikit-learn's ``zero_division=0``)."""
@@ -97,7 +99,7 @@ class MultiLabelF1(keras.metrics.Metric):
                 "threshold": self.threshold}
 
 
-@keras.saving.register_keras_serializable(package="elmo_keras")
+@serializable
 class PrecisionAtK(keras.metrics.Metric):
     """Mean over examples of (true labels among the k highest scores) / k."""
 

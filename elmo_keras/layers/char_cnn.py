@@ -9,12 +9,13 @@ from keras import ops
 from elmo_keras.deprecation import renamed_arguments
 from elmo_keras.layers.highway import Highway
 from elmo_keras.layers.initializers import initializer
+from elmo_keras.saving import serializable
 from elmo_keras.text import PAD_CHAR
 
 PAD_ID = PAD_CHAR + 1  # the shifted id of the padding character inside a token
 
 
-@keras.saving.register_keras_serializable(package="elmo_keras")
+@serializable
 class CharCNN(keras.layers.Layer):
     """Character CNN token encoder of ELMo (bilm-tf's ``char_cnn``).
 

@@ -7,6 +7,7 @@ import keras
 from keras import ops
 
 from elmo_keras.layers.scalar_mix import ScalarMix
+from elmo_keras.saving import serializable
 
 MIX_MODES = ("trainable", "fixed", "mlp", "top", "average", "concat")
 
@@ -15,7 +16,7 @@ def _first_mask(mask):
     return mask[0] if isinstance(mask, (list, tuple)) else mask
 
 
-@keras.saving.register_keras_serializable(package="elmo_keras")
+@serializable
 class UnstackLayers(keras.layers.Layer):
     """Split stacked biLM layers into a list of masked sequences, the input every layer mixer takes.
 
@@ -62,7 +63,7 @@ class UnstackLayers(keras.layers.Layer):
         return [(batch, steps, dim)] * num_layers
 
 
-@keras.saving.register_keras_serializable(package="elmo_keras")
+@serializable
 class StackLayers(keras.layers.Layer):
     """Stack masked biLM layers into one tensor plus the token mask (the inverse of `UnstackLayers`).
 
@@ -108,7 +109,7 @@ class StackLayers(keras.layers.Layer):
                 "mask": keras.KerasTensor((batch, steps), dtype="bool")}
 
 
-@keras.saving.register_keras_serializable(package="elmo_keras")
+@serializable
 class LayerConcat(keras.layers.Layer):
     """Concatenate layers along the features axis (the `"concat"` mix mode).
 
@@ -143,7 +144,7 @@ class LayerConcat(keras.layers.Layer):
         return (*input_shape[0][:-1], sum(s[-1] for s in input_shape))
 
 
-@keras.saving.register_keras_serializable(package="elmo_keras")
+@serializable
 class LayerFusion(keras.layers.Layer):
     """MLP fusion of layers (the `"mlp"` mix mode): concatenate, `Dense(hidden, relu)`, `Dense(hidden)`.
 

@@ -12,6 +12,7 @@ import keras
 from keras import ops
 
 from elmo_keras.layers.causal import CausalBiEncoder
+from elmo_keras.saving import serializable
 
 
 class _GatedConvBlock(keras.layers.Layer):
@@ -37,7 +38,7 @@ class _GatedConvBlock(keras.layers.Layer):
         return x, x
 
 
-@keras.saving.register_keras_serializable(package="elmo_keras")
+@serializable
 class BiGatedCNN(CausalBiEncoder):
     """Forward and backward stacks of causal gated convolution blocks, the biLM's convolution contextualizer
     (options ``"encoder": {"type": "gated_cnn", ...}``).

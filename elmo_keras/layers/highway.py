@@ -5,9 +5,10 @@ import keras
 from keras import ops
 
 from elmo_keras.layers.initializers import initializer
+from elmo_keras.saving import serializable
 
 
-@keras.saving.register_keras_serializable(package="elmo_keras")
+@serializable
 class Highway(keras.layers.Layer):
     """Highway layers over the last axis, as in the bilm-tf character encoder.
 

@@ -29,6 +29,7 @@ from keras import ops
 
 from elmo_keras.deprecation import renamed_arguments
 from elmo_keras.layers.initializers import initializer
+from elmo_keras.saving import serializable
 
 #: rows (steps x batch) of a frozen LSTM's input-to-gate GEMMs: TensorFlow's CPU GEMM runs a product with
 #: many more columns than rows at about half speed from 128 rows on 2 threads (Eigen then shards the rows)
@@ -73,7 +74,7 @@ def _step_product(x, w, transposed: bool):
     return tf.transpose(tf.matmul(w, x, transpose_b=True)) if transposed else tf.matmul(x, w)
 
 
-@keras.saving.register_keras_serializable(package="elmo_keras")
+@serializable
 class ProjectedBiLSTM(keras.layers.Layer):
     """Forward and backward stacks of projected LSTMs (bilm-tf's ``LSTMCell(num_proj=...)``), run together.
 

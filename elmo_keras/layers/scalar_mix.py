@@ -8,11 +8,12 @@ import keras
 from keras import ops
 
 from elmo_keras.deprecation import renamed_arguments
+from elmo_keras.saving import serializable
 
 _DROPPED_LOGIT = -1e4  # a dropped layer's weight logit: softmax gives it ~0 weight
 
 
-@keras.saving.register_keras_serializable(package="elmo_keras")
+@serializable
 class ScalarMix(keras.layers.Layer):
     """Scaled weighted sum of layers: `gamma * sum_k s_k * h_k`, as ELMo mixes its biLM layers.
 

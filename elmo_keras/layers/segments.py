@@ -4,10 +4,11 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from elmo_keras.saving import serializable
 from elmo_keras.text import split_sentences
 
 
-@keras.saving.register_keras_serializable(package="elmo_keras")
+@serializable
 class SegmentedEncoder(keras.layers.Layer):
     """Encode documents of any length in segments of at most `max_tokens` tokens, then pool the segments.
 

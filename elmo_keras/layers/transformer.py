@@ -23,6 +23,7 @@ import keras
 from keras import ops
 
 from elmo_keras.layers.causal import CausalBiEncoder
+from elmo_keras.saving import serializable
 
 _EPSILON = 1e-5  # LayerNormalization epsilon
 
@@ -70,7 +71,7 @@ class _TransformerBlock(keras.layers.Layer):
         return x, self.output_norm(x)
 
 
-@keras.saving.register_keras_serializable(package="elmo_keras")
+@serializable
 class BiTransformer(CausalBiEncoder):
     """Forward and backward stacks of causal pre-LayerNorm Transformer blocks, the biLM's attention contextualizer
     (options ``"encoder": {"type": "transformer", ...}``).

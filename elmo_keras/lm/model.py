@@ -14,12 +14,13 @@ from elmo_keras.lm.data import sentences_dataset
 from elmo_keras.lm.vocab import Vocabulary
 from elmo_keras.options import load_options, normalize_options
 from elmo_keras.presets import preset_files
+from elmo_keras.saving import serializable
 from elmo_keras.weights import iter_weights_hdf5, write_weights_hdf5
 
 SOFTMAX_W, SOFTMAX_B = "softmax/W", "softmax/b"  # names in bilm-tf checkpoints and in our softmax hdf5
 
 
-@keras.saving.register_keras_serializable(package="elmo_keras")
+@serializable
 class Perplexity(keras.metrics.Metric):
     """exp(total negative log-likelihood / number of predicted tokens), summed over replicas."""
 
@@ -36,7 +37,7 @@ class Perplexity(keras.metrics.Metric):
         return tf.exp(tf.math.divide_no_nan(self.total, self.count))
 
 
-@keras.saving.register_keras_serializable(package="elmo_keras")
+@serializable
 class BiLanguageModel(keras.Model):
     """Bidirectional LM for pretraining ELMo.
 
