@@ -5,17 +5,23 @@ import os
 from collections.abc import Sequence
 
 import keras
+import tensorflow as tf
 
 from elmo_keras.errors import InputError
 from elmo_keras.hub_module import read_hub_module
-from elmo_keras.layers.bilm import BiLM
+from elmo_keras.layers.bilm import BiLM, check_concrete_inputs
 from elmo_keras.layers.scalar_mix import ScalarMix
-from elmo_keras.text import as_text, strings_to_char_ids, token_mask
+from elmo_keras.saving import serializable
+from elmo_keras.text import as_text, split_sentences, strings_to_char_ids, token_mask
 
 _OUTPUTS = ("dict", "elmo", "layers")
+#: An eager call of this many tokens per row or more runs through a cached tf.function (and so do all later eager
+#: calls of that input form): eager ops run the LSTM loops step by step in Python, ~35x slower than a graph on a
+#: long text, while the one trace costs a few seconds.
+GRAPH_MIN_TOKENS = 256
 
 
-@keras.saving.register_keras_serializable(package="elmo_keras")
+@serializable
 class Elmo(keras.layers.Layer):
     """BiLM + ``num_output_representations`` ScalarMixes + dropout.
 
@@ -23,8 +29,12 @@ class Elmo(keras.layers.Layer):
       * sentences, string [B]: split on ASCII whitespace in the graph;
       * padded tokens, string [B, T] ("" = padding, after the real tokens);
       * char ids, int [B, T, max_characters_per_token] (from :func:`elmo_keras.batch_to_ids`).
-    Text may also be a list or tuple of str (or of token lists) or a NumPy str/object array. Invalid UTF-8 and
-    char ids out of range fail with the first bad row of the batch, also inside a graph or an exported model.
+    Text may also be a list or tuple of str (or of token lists) or a NumPy str/object array. Eager calls check
+    char ids (range) and padding ("" or all-zero ids after each row's real tokens) first: an InputError names the
+    row, token and id. Inside a graph (``model.fit``, a tf.function, an exported model) these and invalid UTF-8
+    fail in-graph with the first bad row of the batch. An eager call of ``GRAPH_MIN_TOKENS`` (256) tokens per row
+    or more runs through a cached tf.function (one trace per input form, any batch size and length; same numbers,
+    gradients flow), and so do later eager calls of that form: eager ops would run the LSTMs step by step.
 
     Output with ``output_mode="dict"`` (default; ``output=`` is the older spelling and still works)::
 
@@ -177,7 +187,9 @@ class Elmo(keras.layers.Layer):
 
     def __call__(self, inputs, *args, **kwargs):
         # Lists/tuples of str and NumPy str arrays become a string tensor (Keras would reject them).
-        return super().__call__(as_text(inputs), *args, **kwargs)
+        inputs = as_text(inputs)
+        check_concrete_inputs(inputs, self.options["char_cnn"]["n_characters"])  # eager calls: a clear InputError
+        return super().__call__(inputs, *args, **kwargs)
 
     def char_ids(self, inputs):
         """Any accepted input -> char ids [B, T, max_characters_per_token] (given ids are checked by the BiLM)."""
@@ -189,6 +201,33 @@ class Elmo(keras.layers.Layer):
         return inputs
 
     def call(self, inputs, training=False):
+        function = self._graph_function(inputs, bool(training)) if tf.executing_eagerly() else None
+        return self._compute(inputs, training) if function is None else function(inputs)
+
+    def _graph_function(self, inputs, training: bool):
+        """For an eager call: the cached tf.function of :meth:`_compute` (one trace per input dtype, rank, char-id
+        width and training flag, for any batch size and length), made for the first input of at least
+        ``GRAPH_MIN_TOKENS`` tokens; None before that (short inputs run eagerly, without the trace)."""
+        shape = [None] * len(inputs.shape)
+        if len(shape) == 3:
+            shape[-1] = inputs.shape[-1]
+        key = (inputs.dtype.name, tuple(shape), training)
+        functions = self.__dict__.setdefault("_graph_functions", {})  # plain dict: not tracked or saved by Keras
+        if key not in functions:
+            if self._padded_length(inputs) < GRAPH_MIN_TOKENS:
+                return None
+            functions[key] = tf.function(lambda x: self._compute(x, training),
+                                         input_signature=[tf.TensorSpec(shape, inputs.dtype)])
+        return functions[key]
+
+    @staticmethod
+    def _padded_length(inputs) -> int:
+        """Tokens per row of concrete inputs (0 for inputs the layer rejects: its own error follows)."""
+        if len(inputs.shape) == 1 and inputs.dtype == tf.string:
+            return int(split_sentences(inputs).shape[1])
+        return inputs.shape[1] if len(inputs.shape) in (2, 3) else 0
+
+    def _compute(self, inputs, training):
         out = self.bilm(self.char_ids(inputs))
         layers, mask = out["layers"], out["mask"]
         if self.output_mode == "layers":

@@ -129,13 +129,14 @@ class ElmoEmbedder:
 
     def _char_cnn(self, words: Sequence[str]) -> np.ndarray:
         """Words -> [n, P] float32, ``char_cnn_batch`` words per call: the convolution activations
-        ([words, 50, filters] per width) are what bounds peak memory, not the weights. Words go by length, so
-        that each call convolves only as far as its own longest word (``trim_padding``)."""
+        ([words, max_characters_per_token, filters] per width) are what bounds peak memory, not the weights. Words
+        go by length, so that each call convolves only as far as its own longest word (``trim_padding``)."""
         if not words:
             return np.zeros((0, self.bilm.projection_dim), np.float32)
         order = sorted(range(len(words)), key=lambda i: len(words[i]))
         by_length = [words[i] for i in order]
-        parts = [self._encode(batch_to_ids([by_length[i:i + self.char_cnn_batch]])[0]).numpy()
+        chars = self.bilm.max_characters_per_token
+        parts = [self._encode(batch_to_ids([by_length[i:i + self.char_cnn_batch]], chars)[0]).numpy()
                  for i in range(0, len(words), self.char_cnn_batch)]
         out = np.empty((len(words), self.bilm.projection_dim), np.float32)
         out[order] = np.concatenate(parts)
@@ -180,7 +181,8 @@ class ElmoEmbedder:
     def _embed_uncached_sentence(self, sentence: Sequence[str]) -> np.ndarray:
         """One sentence with words not in the cache -> [n_layers + 1, n_tokens, 2P], in one model call; its word
         vectors (the first half of layer 0) go into the cache as the two-call path would put them."""
-        layers = np.stack([layer.numpy()[0].astype(np.float32) for layer in self._whole(batch_to_ids([sentence]))])
+        ids = batch_to_ids([sentence], self.bilm.max_characters_per_token)
+        layers = np.stack([layer.numpy()[0].astype(np.float32) for layer in self._whole(ids)])
         self._remember({w: v.copy() for w, v in zip(sentence, layers[0, :, :self.bilm.projection_dim])
                         if w not in self.cache})
         return layers

@@ -10,9 +10,11 @@ import tensorflow as tf
 from elmo_keras.embed_once import FEATURES_HEAD, FIT_ARGUMENTS, EmbedOnce, strings
 from elmo_keras.errors import InputError
 from elmo_keras.layers.fusion import StackLayers, UnstackLayers, make_layer_mixer
+from elmo_keras.layers.hub import HubElmo
 from elmo_keras.layers.pooling import MaskedPooling
 from elmo_keras.layers.segments import SegmentedEncoder
 from elmo_keras.metrics import MultiLabelBinaryCrossentropy, MultiLabelF1, PrecisionAtK, pad_label_indices
+from elmo_keras.saving import serializable
 from elmo_keras.text import as_text, pad_tokens
 
 HEADS = ("bigru", "bilstm_bigru", "pool")
@@ -21,7 +23,7 @@ __all__ = ["HEADS", "TextModel", "features_classifier", "layer_mixer", "pad_labe
            "sequence_tagger", "text_classifier"]
 
 
-@keras.saving.register_keras_serializable(package="elmo_keras")
+@serializable
 class TextModel(keras.Model):
     """A functional model over one string input (what :func:`text_classifier` and :func:`sequence_tagger` return).
 
@@ -109,7 +111,10 @@ class TextModel(keras.Model):
 
 
 def _layer_embedder(embedder: keras.layers.Layer) -> keras.layers.Layer:
-    """An embedder that returns the list of its layers (or one tensor), each with the Keras mask."""
+    """An embedder of padded tokens [B, T] that returns the list of its layers (or one tensor), each with the Keras
+    mask (a HubElmo over its module's "tokens" signature: the same vectors for the same tokens)."""
+    if isinstance(embedder, HubElmo):
+        return embedder.with_signature("tokens")
     as_layers = getattr(embedder, "as_layers", None)
     return as_layers() if callable(as_layers) else embedder
 

@@ -167,3 +167,38 @@ def test_step_weights_are_refused_for_other_encoders():
     with pytest.raises(ValueError, match="step_weights are for the LSTM encoder"):
         bilm(ek.batch_to_ids([["a", "b"]]), step_weights=[])
     assert ElmoEmbedder(bilm=bilm, step_layout="transposed").step_layout == "released"
+
+
+def test_options_with_another_max_characters_per_token(tmp_path, fixture_options):
+    """max_characters_per_token 20 (not the released 50): the embedder makes its char ids with the options' width
+    and gives Elmo's and the BiLM's vectors, long tokens truncated alike."""
+    import json
+
+    import h5py
+
+    from elmo_keras.cli import main
+    from elmo_keras.options import load_options
+    from elmo_keras.weights import random_weights, write_weights_hdf5
+
+    options = {**fixture_options, "char_cnn": {**fixture_options["char_cnn"], "max_characters_per_token": 20}}
+    (tmp_path / "options.json").write_text(json.dumps(options))
+    write_weights_hdf5(random_weights(load_options(options), seed=0), tmp_path / "weights.hdf5")
+    files = str(tmp_path / "options.json"), str(tmp_path / "weights.hdf5")
+    sentences = [["The", "bank", "x" * 30], ["Hi"], ["Ünïcode" * 4, "bank", "."]]
+    bilm = ek.BiLM.from_pretrained(*files)
+    layers = bilm(ek.batch_to_ids(sentences, max_characters_per_token=20))["layers"]
+    expected = [np.stack([np.asarray(layer)[row, :len(s)] for layer in layers]) for row, s in enumerate(sentences)]
+    from_elmo = ek.Elmo.from_pretrained(*files, output_mode="layers")([" ".join(s) for s in sentences])
+    for row, (sentence, want) in enumerate(zip(sentences, expected)):
+        np.testing.assert_allclose(np.stack([np.asarray(t)[row, :len(sentence)] for t in from_elmo]), want, atol=1e-6)
+    embedder = ElmoEmbedder(*files, dtype="float32", batch_size=2)
+    for got, want in zip(embedder.embed_sentences(sentences), expected):  # batched, the cache filled on the way
+        np.testing.assert_allclose(got, want, atol=1e-6)
+    fresh = ElmoEmbedder(*files, dtype="float32")
+    np.testing.assert_allclose(fresh.embed_sentence(sentences[2]), expected[2], atol=1e-6)  # one call, uncached
+    (tmp_path / "in.txt").write_text("".join(" ".join(s) + "\n" for s in sentences), encoding="utf-8")
+    assert main(["embed", str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5"), "--options", files[0],
+                 "--weights", files[1], "--dtype", "float32"]) == 0
+    with h5py.File(tmp_path / "out.hdf5", "r") as f:
+        for row, want in enumerate(expected):
+            np.testing.assert_allclose(f[str(row)][()], want, atol=1e-6)

@@ -397,3 +397,19 @@ def test_bad_inputs(tmp_path, cases, monkeypatch):
     monkeypatch.setitem(sys.modules, "tensorflow_hub", None)
     with pytest.raises(ImportError, match=r"pip install elmo-keras\[hub\]"):
         ek.HubElmo(path)
+
+
+def test_text_classifier_on_the_default_signature_feeds_tokens(cases):
+    """text_classifier (and sequence_tagger) feed padded tokens: a HubElmo over the "default" (sentences) signature
+    runs over the module's "tokens" signature, which gives the same vectors for the same tokens."""
+    from elmo_keras import models
+
+    layer = ek.HubElmo(cases["tf1-none"].path, output_key="layers")
+    twin = layer.with_signature("tokens")
+    assert (twin.signature, twin.output_key, layer.signature) == ("tokens", "layers", "default")
+    assert twin.with_signature("tokens") is twin
+    tokens = tf.strings.split(tf.constant(SENTENCES)).to_tensor("")
+    assert max_diff(twin(tokens), [np.asarray(t) for t in layer(tf.constant(SENTENCES))]) <= TOL
+    classifier = models.text_classifier(layer, 2, head="pool", hidden=4)
+    classifier.fit(TEXTS, np.array([0, 1, 0]), epochs=1, verbose=0)
+    assert classifier.predict(TEXTS, verbose=0).shape == (3, 2)

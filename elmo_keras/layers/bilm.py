@@ -19,11 +19,12 @@ from elmo_keras.layers.lstm import ProjectedBiLSTM, prefix_lengths
 from elmo_keras.layers.transformer import BiTransformer
 from elmo_keras.options import encoder_options, load_options, normalize_options
 from elmo_keras.presets import preset_files
+from elmo_keras.saving import serializable
 from elmo_keras.text import boundary_char_ids, check_char_ids
 from elmo_keras.weights import get_weight_arrays, iter_weights_hdf5, set_weight_arrays
 
 
-@keras.saving.register_keras_serializable(package="elmo_keras")
+@serializable
 class BiLM(keras.layers.Layer):
     """The ELMo bidirectional language model (without softmax): char CNN, then forward and backward stacks of
     the options' encoder (projected LSTMs as released, or a causal Transformer / gated CNN); returns every layer
@@ -48,6 +49,8 @@ class BiLM(keras.layers.Layer):
         inputs: char ids int [B, T, max_characters_per_token] (padding tokens all zero, after the real ones;
             no ``<S>``/``</S>``); or a pair (token vectors float [B, T, P], mask bool [B, T]) that skips the
             char CNN (a token cache).
+            Eager calls check the ids' range and the padding first (InputError naming row, token and id); in a
+            graph the same checks are in-graph assertions.
 
     Returns:
         ``{"layers": [num_layers + 1 tensors float [B, T, 2P]], "mask": bool [B, T]}``: layer 0 is the
@@ -136,6 +139,10 @@ class BiLM(keras.layers.Layer):
         """A shipped preset (e.g. ``"brown-small"``, see ``elmo_keras.presets``) or a pretraining output folder."""
         files = preset_files(name)
         return cls.from_pretrained(files["options"], files["weights"], trainable=trainable, **kwargs)
+
+    def __call__(self, inputs, *args, **kwargs):
+        check_concrete_inputs(inputs, self.options["char_cnn"]["n_characters"])  # eager calls: a clear InputError
+        return super().__call__(inputs, *args, **kwargs)
 
     def build(self, input_shape=None):
         self.char_cnn.build(None)
@@ -259,6 +266,43 @@ class BiLM(keras.layers.Layer):
     def get_config(self):
         return {**super().get_config(), "options": self.options, "stateful": self.stateful,
                 "max_batch_size": self.max_batch_size, "add_sentence_boundaries": self.add_sentence_boundaries}
+
+
+def check_concrete_inputs(inputs, n_characters: int) -> None:
+    """Eagerly, on concrete values: raise InputError, naming the row and token, for what the in-graph assertions of
+    :meth:`BiLM.call` would reject: char ids outside ``[0, n_characters)``, or padding before a real token.
+
+    ``inputs``: padded tokens string [B, T] ("" = padding), char ids int [B, T, C], or a (token vectors, mask
+    bool [B, T]) pair, as NumPy arrays or eager tensors; other inputs (sentences [B], other dtypes or ranks) are
+    left to the layer's own errors. Inside a graph (tf.function, ``model.fit``) or on symbolic inputs it does
+    nothing: the graph keeps its assertions and pays nothing for this check.
+    """
+    pair = isinstance(inputs, (tuple, list)) and len(inputs) == 2
+    values = inputs[1] if pair else inputs
+    if not tf.executing_eagerly() or not isinstance(values, (np.ndarray, tf.Tensor)):
+        return
+    values = np.asarray(values)
+    if pair and values.ndim == 2:
+        mask, padding_is = values.astype(bool), "mask False"
+    elif not pair and values.dtype.kind in "OS" and values.ndim == 2:  # text as a tensor holds bytes
+        mask, padding_is = values != b"", 'the empty string ""'
+    elif not pair and values.dtype.kind in "iu" and values.ndim == 3:
+        bad = np.argwhere((values < 0) | (values >= n_characters))
+        if len(bad):
+            row, token, slot = bad[0]
+            raise InputError(f"char ids must be in [0, {n_characters}) (0 = padding token): row {row}, token {token} "
+                             f"has id {values[row, token, slot]} at character {slot}; make char ids with "
+                             "elmo_keras.batch_to_ids(token_lists), or pass text")
+        mask, padding_is = values.any(axis=-1), "all-zero char ids"
+    else:
+        return
+    gaps = np.argwhere(mask[:, 1:] & ~mask[:, :-1])
+    if len(gaps):
+        row, token = gaps[0][0], gaps[0][1] + 1
+        padding = int(np.argmin(mask[row]))
+        raise InputError(f"row {row}: token {token} is a real token after padding ({padding_is}) at token {padding}; "
+                         "padding must come after the real tokens of each row: drop empty tokens, or pad at the "
+                         "end (elmo_keras.models.pad_tokens does)")
 
 
 def _make_encoder(kind: str, settings: dict, **kwargs) -> keras.layers.Layer:

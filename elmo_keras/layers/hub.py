@@ -8,10 +8,11 @@ import keras
 import tensorflow as tf
 
 from elmo_keras.hub_module import load_module, signature_function
+from elmo_keras.saving import serializable
 from elmo_keras.text import split_on_spaces
 
 
-@keras.saving.register_keras_serializable(package="elmo_keras")
+@serializable
 class HubElmo(keras.layers.Layer):
     """A TF Hub ELMo module (e.g. google/elmo/3, or one written by ``export_hub_module``) as a Keras 3 layer.
 
@@ -70,6 +71,14 @@ class HubElmo(keras.layers.Layer):
             raise ValueError(f"output_key must be one of {valid} (outputs of module {self.handle!r}), "
                              f"got {output_key!r}")
         self._dims = None
+
+    def with_signature(self, signature: str) -> "HubElmo":
+        """This layer over the module's ``signature`` (itself if it uses that one already; the loaded module is
+        shared). ``models.text_classifier`` and ``sequence_tagger`` feed padded tokens: they take
+        ``with_signature("tokens")``."""
+        if signature == self.signature:
+            return self
+        return HubElmo.from_config({**self.get_config(), "signature": signature})
 
     def _module_inputs(self, inputs) -> dict:
         """Layer inputs -> the signature's keyword arguments (shapes checked)."""
