@@ -23,7 +23,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from elmo_keras.corpus import store
 from elmo_keras.corpus.lines import InputScan
-from elmo_keras.corpus.run import Commit, Runner, embed_shards
+from elmo_keras.corpus.run import Commit, Runner, embed_shard
 from elmo_keras.embed import ElmoEmbedder
 from elmo_keras.text import tokenize
 
@@ -72,7 +72,7 @@ class _EmbedShard(_WithEmbedder):
 
     def process(self, shard: int) -> Iterator[int]:
         with open(self.scan.path, "rb") as stream:
-            arrays = embed_shards(self.embedder, self.scan, stream, [shard], self.layers)[0]
+            arrays = embed_shard(self.embedder, self.scan, stream, shard, self.layers)
         store.commit_shard_file(self.folder, shard, arrays, self.scan.shard_lines, self.storage_dtype)
         logging.info("elmo_keras: shard %d (%d lines) written by worker process %d", shard, len(arrays), os.getpid())
         yield shard

@@ -12,12 +12,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import zipfile
 from collections.abc import Callable, Sequence
 
 from elmo_keras.corpus.run import OUTPUT_FORMATS
 from elmo_keras.corpus.store import LAYER_CHOICES
 from elmo_keras.errors import InputError
+from elmo_keras.files import NO_ROOM
 from elmo_keras.layers.fusion import MIX_MODES
 from elmo_keras.models import HEADS
 
@@ -29,8 +29,14 @@ def _pretrain_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--options", required=True, metavar="OPTIONS.json",
                         help="biLM options (char_cnn; lstm or encoder) + training settings, see "
                              "elmo_keras.lm.TRAIN_DEFAULTS")
-    parser.add_argument("--out", required=True, metavar="DIR", help="output folder; re-running resumes")
-    parser.add_argument("--epochs", type=int, help="number of epochs (default: n_epochs in the options)")
+    parser.add_argument("--out", required=True, metavar="DIR",
+                        help="output folder, locked while a run writes it. Re-running resumes an interrupted run "
+                             "or continues a finished one up to --epochs; it needs the same --train files and "
+                             "options (n_epochs and backup_every_steps aside), the other arguments may change")
+    parser.add_argument("--restart", action="store_true",
+                        help="discard the run in --out (made from other files or options) and start over")
+    parser.add_argument("--epochs", type=int, help="number of epochs in all, more than before to continue a "
+                                                   "finished run (default: n_epochs in the options)")
     parser.add_argument("--init-from", metavar="PRESET_OR_DIR", help="continue training from these weights")
     parser.add_argument("--steps-per-epoch", type=int, help="limit each epoch to this many batches")
     parser.add_argument("--strategy", choices=("default", "mirrored", "multiworker"), default="default",
@@ -50,7 +56,7 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     from elmo_keras.lm.train import pretrain
 
     _, state = pretrain(args.train, args.valid, args.options, args.out, epochs=args.epochs, strategy=strategy,
-                        init_from=args.init_from, steps_per_epoch=args.steps_per_epoch,
+                        init_from=args.init_from, steps_per_epoch=args.steps_per_epoch, restart=args.restart,
                         verbose=2 if not sys.stdout.isatty() else "auto")
     tps = state["tokens_per_second"]
     if tps:
@@ -82,7 +88,7 @@ def _model_files(args: argparse.Namespace) -> tuple[str, str]:
         return files["options"], files["weights"]
     if not args.weights:
         raise InputError("--options needs --weights")
-    return local_file(args.options), local_file(args.weights)
+    return local_file(args.options, "json"), local_file(args.weights, "hdf5")
 
 
 def _run_presets(args: argparse.Namespace) -> int:
@@ -134,7 +140,9 @@ def _embed_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--long", type=_at_least(0), default=400, metavar="N",
                         help="report lines longer than N tokens (they are embedded in full)")
     parser.add_argument("--shard-lines", type=_at_least(1), default=1024, metavar="N",
-                        help="lines per committed piece: a killed run loses at most one piece of work")
+                        help="lines per committed piece: a killed run loses at most the two pieces in progress "
+                             "(one being embedded, one being written); each piece is length-sorted on its own, so "
+                             "much smaller pieces embed slower (50 lines: ~0.6x the speed)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing OUTPUT (only once the new one is complete)")
     parser.add_argument("--restart", action="store_true",
@@ -160,7 +168,8 @@ def _run_embed(args: argparse.Namespace) -> int:
     if args.runner == "local" and (args.num_workers or args.beam_options):
         raise InputError("--num-workers and --beam-options need --runner beam")
     options, weights = _model_files(args)
-    check_paths(args.input, args.output, args.format, args.overwrite)
+    check_paths(args.input, args.output, args.format, args.overwrite, keep={"--options": options,
+                                                                            "--weights": weights})
     compute, storage = _EMBED_DTYPES[args.dtype]
     if compute == "auto":
         from elmo_keras.cpu import auto_choice
@@ -256,10 +265,10 @@ def _checked_train_arguments(args: argparse.Namespace) -> list[float] | None:
 
 
 def _run_train(args: argparse.Namespace) -> int:
-    import json
-
     import keras
 
+    from elmo_keras.files import exclusive_lock
+    from elmo_keras.saving import save_model
     from elmo_keras.train_task import evaluate, load_task, train_model
 
     mix_weights = _checked_train_arguments(args)
@@ -267,13 +276,13 @@ def _run_train(args: argparse.Namespace) -> int:
     task = load_task(args.data, args.test, args.text_column, args.label_column, args.multi_label,
                      args.label_separator, args.seed)
     options, weights = _model_files(args)
-    model = train_model(task, options, weights, head=args.head, mix=args.mix, mix_weights=mix_weights,
-                        units=args.units, max_tokens=args.max_tokens, words=args.words, epochs=args.epochs,
-                        patience=args.patience, validation_split=args.validation_split, batch_size=args.batch_size,
-                        learning_rate=args.learning_rate, verbose=2)
-    model.save(args.out)
-    with open(args.out + ".labels.json", "w", encoding="utf-8") as f:
-        json.dump(task.class_names, f)
+    folder, name = os.path.split(os.path.abspath(args.out))
+    with exclusive_lock(folder, f"train --out {args.out}", name=f".{name}.lock"):
+        model = train_model(task, options, weights, head=args.head, mix=args.mix, mix_weights=mix_weights,
+                            units=args.units, max_tokens=args.max_tokens, words=args.words, epochs=args.epochs,
+                            patience=args.patience, validation_split=args.validation_split,
+                            batch_size=args.batch_size, learning_rate=args.learning_rate, verbose=2)
+        save_model(model, args.out, task.class_names)
     print(f"model: {args.out}")
     try:
         scores = evaluate(model, task, args.batch_size)
@@ -281,7 +290,7 @@ def _run_train(args: argparse.Namespace) -> int:
         raise RuntimeError(f"the trained model is saved in {args.out}, but evaluating it on the test split failed: "
                            f"{err}") from err
     print("test: " + ", ".join(f"{k} {v:.4f}" for k, v in scores.items()))
-    if args.export:
+    if args.export:  # concurrent exports to one folder each take their own version: no lock needed
         from elmo_keras.export import check_serving, export_serving
 
         folder = export_serving(model, args.export, label_names=task.class_names)
@@ -298,28 +307,12 @@ def _export_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_export(args: argparse.Namespace) -> int:
-    import json
-
-    import keras
-
-    import elmo_keras  # noqa: F401  (registers the layers for loading)
     from elmo_keras.export import export_serving
+    from elmo_keras.saving import load_model, read_labels
 
-    if not os.path.exists(args.model):
-        raise InputError(f"model file not found: {args.model}")
-    if not zipfile.is_zipfile(args.model):
-        raise InputError(f"{args.model} is not a .keras model file (not a zip archive: truncated or another "
-                         "format); save it again with model.save('model.keras')")
     _writable(os.path.join(args.out, "1"), "--out")
-    labels = args.labels.split(",") if args.labels else None
-    sidecar = args.model + ".labels.json"
-    if labels is None and os.path.exists(sidecar):
-        with open(sidecar, encoding="utf-8") as f:
-            try:
-                labels = json.load(f)
-            except json.JSONDecodeError as err:
-                raise InputError(f"{sidecar} is not valid JSON ({err}); fix it or pass --labels") from None
-    model = keras.models.load_model(args.model, safe_mode=True)
+    labels = args.labels.split(",") if args.labels else read_labels(args.model)
+    model = load_model(args.model)
     try:
         print(export_serving(model, args.out, version=args.version, label_names=labels))
     except FileExistsError as err:
@@ -340,6 +333,18 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
 }
 
 
+def _glued_beam_options(args: Sequence[str] | None) -> list[str]:
+    """``--beam-options VALUE`` -> ``--beam-options=VALUE`` (up to a ``--``): argparse would take a separate VALUE
+    that starts with ``-`` (``"--runner=FlinkRunner ..."``) for an option and stop with "expected one argument"."""
+    rest, glued = list(sys.argv[1:] if args is None else args), []
+    while rest:
+        arg = rest.pop(0)
+        if arg == "--":
+            return [*glued, arg, *rest]
+        glued.append(f"{arg}={rest.pop(0)}" if arg == "--beam-options" and rest else arg)
+    return glued
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="elmo-keras", description="ELMo for Keras 3")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -350,11 +355,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one subcommand; bad input (:class:`~elmo_keras.errors.InputError`) is one stderr line and exit 2."""
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(_glued_beam_options(argv))
     try:
         return COMMANDS[args.command][2](args)
     except InputError as err:
         print(f"elmo-keras {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        if err.errno not in NO_ROOM:
+            raise
+        where = f" writing {err.filename}" if err.filename else ""
+        print(f"elmo-keras {args.command}: error: disk full or file too large{where} ({os.strerror(err.errno)}): "
+              "free space (or raise the limit) and run the same command again", file=sys.stderr)
         return 2
 
 

@@ -22,7 +22,7 @@ import tensorflow as tf
 
 from elmo_keras.elmo import Elmo
 from elmo_keras.errors import InputError
-from elmo_keras.files import usual_permissions
+from elmo_keras.files import NO_ROOM, usual_permissions
 from elmo_keras.text import split_sentences
 
 log = logging.getLogger(__name__)
@@ -201,7 +201,7 @@ def export_serving(model, path: str | os.PathLike, version: int | None = None,
 
 def _no_room(err: tf.errors.OpError, path: str) -> OSError | None:
     """The ``OSError`` of a full disk or a file-size limit that TensorFlow reported as ``err``, else None."""
-    for code in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+    for code in NO_ROOM:
         if os.strerror(code) in err.message:
             return OSError(code, os.strerror(code), path)
     return None

@@ -6,6 +6,7 @@ entry that :func:`remove_stale_temporaries` (or the next :func:`atomic_file` on 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -18,6 +19,8 @@ from typing import Any
 from elmo_keras.errors import InputError
 
 TMP_SUFFIX = ".tmp"
+#: errno of a write refused until space is freed or a limit raised: disk full, file too large (``ulimit -f``), quota
+NO_ROOM = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 LOCK = ".lock"
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)

@@ -89,15 +89,6 @@ def test_line_reader_splits_on_newline_only(tmp_path_factory, lines, final_newli
     assert scan.shards == -(-len(expected) // 2)
 
 
-@given(st.lists(st.integers(0, 99), unique=True, max_size=30).map(sorted), st.integers(1, 6))
-def test_shard_groups_cover_the_shards_in_order_and_end_with_one_shard(shards, per_group):
-    groups = corpus_run.shard_groups(shards, per_group)
-    assert [k for group in groups for k in group] == shards
-    assert all(1 <= len(group) <= per_group for group in groups)
-    assert groups[-1:] == ([shards[-1:]] if shards else [])
-    assert corpus_run.shard_groups(list(range(10)), 4) == [[0, 1, 2, 3], [4, 5, 6, 7], [8], [9]]
-
-
 def test_layers_top_average_and_float16_storage(embedder, awkward_file, tmp_path):
     for layers in ("top", "average"):
         out = tmp_path / f"{layers}.h5"
@@ -220,7 +211,7 @@ def test_cli_errors_are_one_line_exit_2_and_leave_nothing(tmp_path, capsys, fixt
     args = {"missing input": [str(tmp_path / "nope.txt"), str(out)],
             "input is a folder": [str(tmp_path), str(out)],
             "no output folder": [str(awkward_file), str(tmp_path / "no" / "out.h5")],
-            "output is a folder": [str(awkward_file), str(tmp_path)],
+            "output is a folder": [str(awkward_file), str(tmp_path / "folder")],
             }.get(case, [str(awkward_file), str(out)])
     extra = {"batch size 0": ["--batch-size", "0"], "shard lines 0": ["--shard-lines", "0"],
              "workers without beam": ["--num-workers", "2"]}.get(case, [])
@@ -228,6 +219,8 @@ def test_cli_errors_are_one_line_exit_2_and_leave_nothing(tmp_path, capsys, fixt
         weights = str(tmp_path / "missing.hdf5")
     if case == "text as weights":
         weights = str(awkward_file)
+    if case == "output is a folder":
+        (tmp_path / "folder").mkdir()
     before = sorted(os.listdir(tmp_path))
     try:
         code = main(["embed", *args, "--options", options, "--weights", weights, *extra])

@@ -1,5 +1,6 @@
-"""Kill `elmo-keras embed` at many points (SIGKILL, SIGTERM), run the same command again: it resumes, the output
-equals an uninterrupted run, and nothing is left behind."""
+"""Kill `elmo-keras embed` at many points (SIGKILL, SIGTERM, SIGINT; every format), run the same command again: it
+resumes, the output equals an uninterrupted run, nothing is left behind, and a kill lost at most the two pieces in
+progress. A second run on the same output is refused while the first holds it."""
 import os
 import random
 import signal
@@ -18,12 +19,14 @@ pytestmark = pytest.mark.slow
 WORDS = ("the bank approved a loan he sat on of river money time year people way day man thing woman life child "
          "Ünïcode 😀 world school state family").split()
 
-# Child: patch one step of the run so that the process SIGKILLs itself exactly there, then run the CLI.
+# Child: patch one step of the run so that the process SIGKILLs itself exactly there (KILL_AT), or log the number of
+# lines each model call has computed (EMBEDDED_LOG); then run the CLI.
 CHILD = textwrap.dedent("""
     import os, signal, sys
     from elmo_keras.cli import main
     from elmo_keras.corpus import run, store
-    point = os.environ["KILL_AT"]
+    from elmo_keras.embed import ElmoEmbedder
+    point = os.environ.get("KILL_AT")
     die = lambda: os.kill(os.getpid(), signal.SIGKILL)
     calls = {"n": 0}
     if point == "manifest":  # right after the manifest is written, before any shard
@@ -45,12 +48,20 @@ CHILD = textwrap.dedent("""
             if calls["n"] == 3:
                 add(self, shard, arrays[: len(arrays) // 2])
                 die()
-            add(self, shard, arrays)
+            return add(self, shard, arrays)
         store.Assembly.add = add_then_die
     elif point == "publish":  # manifest says complete, output not yet in place
         run.publish = lambda src, dst: die()
     elif point == "cleanup":  # output in place, the finished run folder not yet deleted
         run.shutil.rmtree = lambda path, **kw: die()
+    if "EMBEDDED_LOG" in os.environ:
+        embed_batch = ElmoEmbedder.embed_batch
+        def logged(self, sentences):
+            arrays = embed_batch(self, sentences)
+            with open(os.environ["EMBEDDED_LOG"], "a") as log:
+                log.write(f"{len(sentences)}\\n")
+            return arrays
+        ElmoEmbedder.embed_batch = logged
     sys.exit(main(sys.argv[1:]))
 """)
 
@@ -68,10 +79,10 @@ def corpus(tmp_path_factory, fixture_files):
                             "--dtype", "float32"]  # the child processes do not see conftest's float32 "auto"
 
 
-def _child(args, kill_at=None, **popen):
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **({"KILL_AT": kill_at} if kill_at else {})}
-    code = CHILD if kill_at else "import sys; from elmo_keras.cli import main; sys.exit(main(sys.argv[1:]))"
-    return subprocess.Popen([sys.executable, "-c", code, "embed", *args], env=env, stdout=subprocess.PIPE,
+def _child(args, kill_at=None, log=None, **popen):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **({"KILL_AT": kill_at} if kill_at else {}),
+           **({"EMBEDDED_LOG": str(log)} if log else {})}
+    return subprocess.Popen([sys.executable, "-c", CHILD, "embed", *args], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, **popen)
 
 
@@ -81,6 +92,7 @@ def _resume_and_check(corpus, out, fmt, capsys, expect_reused=True):
     report = capsys.readouterr().out
     if expect_reused:
         assert " 0 reused" not in report, report
+    return report
     with ek.load_embeddings(out) as got:
         assert len(got) == len(expected)
         for g, e in zip(got, expected):
@@ -108,25 +120,40 @@ def test_sigkill_at_each_step_then_resume(corpus, tmp_path, capsys, fmt, kill_at
     _resume_and_check((path, corpus[1], model), out, fmt, capsys, expect_reused=kill_at not in ("manifest", "cleanup"))
 
 
-def _kill_when_shards_committed(child, partial, signum, shards=3):
+def _committed(partial):
+    return sorted(n for n in os.listdir(partial) if n.startswith("shard-")) if os.path.isdir(partial) else []
+
+
+def _wait_for_a_committed_piece(child, partial):
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and child.poll() is None:
-        if os.path.isdir(partial) and sum(n.startswith("shard-") for n in os.listdir(partial)) >= shards:
-            child.send_signal(signum)
-            break
+    while time.monotonic() < deadline and child.poll() is None and not _committed(partial):
         time.sleep(0.002)
-    return child.communicate(timeout=120)
+    assert child.poll() is None and _committed(partial), "the run ended before committing a piece"
 
 
-@pytest.mark.parametrize("fmt, signum", [("hdf5", signal.SIGKILL), ("shards", signal.SIGKILL),
-                                         ("hdf5", signal.SIGTERM)])
+@pytest.mark.parametrize("fmt, signum", [("hdf5", signal.SIGKILL), ("shards", signal.SIGKILL), ("npy", signal.SIGKILL),
+                                         ("hdf5", signal.SIGTERM), ("shards", signal.SIGTERM), ("npy", signal.SIGINT)])
 def test_kill_a_running_cli_then_resume(corpus, tmp_path, capsys, fmt, signum):
+    """Killed as soon as its first piece (16 lines) is committed: the resumed run embeds only what was not committed,
+    and the kill lost at most the two pieces in progress (each piece is committed as soon as it is computed)."""
     path, _, model = corpus
-    out = tmp_path / f"out.{fmt}"
-    child = _child([str(path), str(out), *model, "--format", fmt])
-    _, err = _kill_when_shards_committed(child, f"{out}.partial", signum)
+    out, log = tmp_path / f"out.{fmt}", tmp_path / "embedded.log"
+    args = [str(path), str(out), *model, "--format", fmt]
+    child = _child(args, log=log)
+    partial = f"{out}.partial"
+    _wait_for_a_committed_piece(child, partial)
+    if signum == signal.SIGKILL and fmt == "npy":  # a second run on the same output, while the first holds it
+        child.send_signal(signal.SIGSTOP)
+        assert main(["embed", *args]) == 2
+        assert "another embed run is writing" in capsys.readouterr().err
+    os.kill(child.pid, signum)
+    _, err = child.communicate(timeout=120)
     assert child.returncode == (-signal.SIGKILL if signum == signal.SIGKILL else 130), err
-    if signum == signal.SIGTERM:
+    if signum != signal.SIGKILL:
         assert "lines are committed in" in err and "run the same command again to resume" in err
     assert not os.path.exists(out)
-    _resume_and_check(corpus, out, fmt, capsys)
+    committed = 16 * len(_committed(partial))
+    embedded = sum(int(n) for n in log.read_text().split())
+    assert 16 <= committed and embedded - committed <= 2 * 16, (embedded, committed)
+    report = _resume_and_check(corpus, out, fmt, capsys)
+    assert f"({committed} reused from an interrupted run, {400 - committed} embedded;" in report

@@ -2,13 +2,14 @@
 
 The work goes into ``OUTPUT.partial/``: ``manifest.json`` (what the run is) and committed shards, each committed
 by an atomic rename: shard files, or for hdf5 output records of where the shard's lines lie in the file being
-assembled (see :mod:`elmo_keras.corpus.store`). A killed run (SIGKILL, SIGTERM, Ctrl-C) resumes from its
-committed shards when the same command is run again; a run whose input, model or settings differ stops and says what differs. At the end the
+assembled (see :mod:`elmo_keras.corpus.store`). Each shard is committed as soon as it is computed, so a killed run
+(SIGKILL, SIGTERM, Ctrl-C) loses at most the two shards in progress and resumes from the committed ones when the
+same command is run again, as does a run stopped by a full disk or a file-size limit; a run whose input, model or
+settings differ stops and says what differs. An OUTPUT that is or holds the input is refused. At the end the
 shards become OUTPUT (``hdf5``: one dataset per line; ``npy``: one file per line; ``shards``: the folder itself).
 """
 from __future__ import annotations
 
-import collections
 import concurrent.futures
 import contextlib
 import dataclasses
@@ -16,8 +17,11 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import BinaryIO, Protocol
@@ -28,7 +32,7 @@ import numpy as np
 from elmo_keras.corpus import store
 from elmo_keras.corpus.lines import InputScan, decode_line, read_lines, scan_input
 from elmo_keras.errors import InputError
-from elmo_keras.files import publish, remove_stale_temporaries, write_json
+from elmo_keras.files import NO_ROOM, publish, remove_stale_temporaries, write_json
 from elmo_keras.text import tokenize
 
 OUTPUT_FORMATS = ("hdf5", "shards", "npy")
@@ -46,7 +50,7 @@ class Embedder(Protocol):
 #: commit(shard, its arrays): commits a shard computed in this process (a shard file or the hdf5 assembly's record)
 Commit = Callable[[int, list[np.ndarray]], None]
 #: runner(scan, folder, shards, manifest, commit): commits the listed shards, through ``commit`` where it computes
-#: them in this process, else as shard files it writes into ``folder`` itself (see embed_shards)
+#: them in this process, else as shard files it writes into ``folder`` itself (see embed_shard)
 Runner = Callable[[InputScan, str, list[int], dict, Commit], None]
 
 
@@ -94,9 +98,34 @@ def _remove_finished_leftover(output_path: str) -> None:
             shutil.rmtree(folder)
 
 
-def check_paths(input_path: str, output_path: str, output_format: str, overwrite: bool) -> None:
-    """Fail before any work when the input or the output place is wrong (:class:`InputError`). (A finished
-    run folder left by a kill between publishing OUTPUT and deleting the folder is removed first.)"""
+def _inside(path: str, folder: str) -> bool:
+    """Whether the resolved ``path`` is ``folder`` or lies under it."""
+    return os.path.commonpath([path, folder]) == folder
+
+
+def check_overlap(output_path: str, keep: dict[str, str]) -> None:
+    """Refuse (:class:`InputError`) an OUTPUT whose writing would destroy a file the run needs: ``keep`` maps a
+    name ("input", "--weights", ...) to its path. The run replaces OUTPUT (a folder with all in it, for shards /
+    npy) and deletes OUTPUT.partial, so neither may be or hold such a file; paths are compared resolved (symbolic
+    links, ``./``)."""
+    output, folder = os.path.realpath(output_path), os.path.realpath(partial_path(output_path))
+    for name, path in keep.items():
+        real = os.path.realpath(path)
+        if real == output:
+            raise InputError(f"output {output_path} is the {name} file {path}: the run would replace it; give "
+                             f"another output name")
+        for place, what in ((output, "output"), (folder, "run folder")):
+            if _inside(real, place):
+                raise InputError(f"the {name} file {path} is or lies in {place}, the {what} that this run replaces or "
+                                 f"deletes; give an output name outside the folder that holds it")
+
+
+def check_paths(input_path: str, output_path: str, output_format: str, overwrite: bool,
+                keep: dict[str, str] | None = None) -> None:
+    """Fail before any work when the input or the output place is wrong (:class:`InputError`), including an
+    output that overlaps the input or the files in ``keep`` (see :func:`check_overlap`). (A finished run folder
+    left by a kill between publishing OUTPUT and deleting the folder is removed first.)"""
+    check_overlap(output_path, {"input": input_path, **(keep or {})})
     _remove_finished_leftover(output_path)
     if not os.path.exists(input_path):
         raise InputError(f"input file not found: {input_path}")
@@ -151,49 +180,68 @@ def open_run(folder: str, manifest: dict, restart: bool) -> Iterator[dict]:
         yield manifest
 
 
-def embed_shards(embedder: Embedder, scan: InputScan, stream: BinaryIO, shards: Sequence[int], layers: str
-                 ) -> list[list[np.ndarray]]:
-    """Embed the lines of ``shards`` (read from ``stream``) in one pass of the embedder (so its length sorting
-    spans them all) -> per shard, one array per line, reduced per ``layers``."""
-    token_lists: list[list[str]] = []
-    for shard in shards:
-        first, count = scan.shard_range(shard)
-        stream.seek(scan.shard_starts[shard])
-        token_lists += [tokenize(line) for line in read_lines(stream, scan.path, first, count)]
-    arrays = [store.reduce_layers(array, layers) for array in embedder.embed_sentences(token_lists)]
-    bounds = np.cumsum([0] + [scan.shard_range(shard)[1] for shard in shards])
-    return [arrays[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+def embed_shard(embedder: Embedder, scan: InputScan, stream: BinaryIO, shard: int, layers: str) -> list[np.ndarray]:
+    """Embed the lines of ``shard`` (read from ``stream``; the embedder's length sorting spans the shard) -> one
+    array per line, reduced per ``layers``."""
+    first, count = scan.shard_range(shard)
+    stream.seek(scan.shard_starts[shard])
+    token_lists = [tokenize(line) for line in read_lines(stream, scan.path, first, count)]
+    return [store.reduce_layers(array, layers) for array in embedder.embed_sentences(token_lists)]
 
 
-def shard_groups(shards: list[int], per_group: int) -> list[list[int]]:
-    """``shards`` in consecutive groups of ``per_group`` (embedded together, so the embedder's length sorting
-    spans them), the final shard on its own: what is left to write after the model's last batch is one shard."""
-    head, last = shards[:-1], shards[-1:]
-    return [head[g:g + per_group] for g in range(0, len(head), per_group)] + ([last] if last else [])
+class _StopRequest:
+    """SIGINT / SIGTERM while a local run embeds: the first asks the run to stop after the piece in hand is
+    committed (raising KeyboardInterrupt in the middle of TensorFlow or h5py work can leave a lock held, so
+    that the exit waits forever on the writer thread); a second one stops at once."""
+
+    def __init__(self):
+        self.requested = False
+
+    def __call__(self, signum, frame):
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator["_StopRequest"]:
+        if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+            yield self
+            return
+        previous = {signum: signal.signal(signum, self) for signum in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield self
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
 
 
 def local_runner(embedder: Embedder, progress: bool = True) -> Runner:
-    """Embed shards in this process, as many at a time as the embedder sorts together (its ``chunk_size``);
-    ``commit`` (per shard) runs in a thread, overlapping with the next group's model work."""
+    """Embed shards in this process one at a time, each committed as soon as it is computed: ``commit`` runs in
+    a thread, overlapping with the next shard's model work, so a kill loses at most two shards (the one being
+    embedded and the one being written). SIGINT / SIGTERM stop the run once the shard being embedded is
+    committed (KeyboardInterrupt then), a second one at once."""
 
     def run(scan: InputScan, folder: str, shards: list[int], manifest: dict, commit: Commit) -> None:
         bar = keras.utils.Progbar(sum(scan.shard_range(k)[1] for k in shards), unit_name="line",
                                   verbose=1 if progress else 0)
-        per_group = max(1, getattr(embedder, "chunk_size", 1) // scan.shard_lines)
         tokens, start = 0, time.perf_counter()
-        with open(scan.path, "rb") as stream, concurrent.futures.ThreadPoolExecutor(1) as writer:
-            pending: collections.deque[concurrent.futures.Future] = collections.deque()
-            for group in shard_groups(shards, per_group):
-                # only the writer holds the arrays: a group's memory is freed as soon as its shards are committed
-                pending += [writer.submit(commit, shard, arrays) for shard, arrays
-                            in zip(group, embed_shards(embedder, scan, stream, group, manifest["layers"]))]
-                while len(pending) > per_group:  # bounds memory: at most a group of shards waits for the writer
-                    pending.popleft().result()
-                tokens += sum(scan.shard_tokens[shard] for shard in group)
-                bar.add(sum(scan.shard_range(shard)[1] for shard in group),
+        with (open(scan.path, "rb") as stream, concurrent.futures.ThreadPoolExecutor(1) as writer,
+              _StopRequest().installed() as stop):
+            pending: concurrent.futures.Future | None = None
+            for shard in shards:
+                arrays = embed_shard(embedder, scan, stream, shard, manifest["layers"])
+                if pending is not None:  # bounds memory: one shard is written while the next is computed
+                    pending.result()
+                pending = writer.submit(commit, shard, arrays)  # only the writer holds the arrays from here
+                del arrays
+                tokens += scan.shard_tokens[shard]
+                bar.add(scan.shard_range(shard)[1],
                         values=[("tokens/s", tokens / max(time.perf_counter() - start, 1e-9))])
-            for future in pending:
-                future.result()
+                if stop.requested:
+                    pending.result()
+                    raise KeyboardInterrupt
+            if pending is not None:
+                pending.result()
 
     return run
 
@@ -253,6 +301,35 @@ def _finish(folder: str, manifest: dict, output_path: str, assembly: store.Assem
     shutil.rmtree(folder)
 
 
+_ERRNO_IN_TEXT = re.compile(r"\[Errno (\d+)\]|errno = (\d+)")  # Python's OSError text; HDF5's (h5py) error text
+
+
+def _out_of_room(err: BaseException | None) -> bool:
+    """Whether ``err``, or an error it was raised in handling (e.g. h5py's failed close after a failed write), is
+    a write refused for lack of room: an OSError with such an errno, or an error whose text names one (HDF5;
+    Beam, which reports a worker's error as text)."""
+    while err is not None:
+        numbers = [err.errno] if isinstance(err, OSError) and err.errno else [
+            int(a or b) for a, b in _ERRNO_IN_TEXT.findall(str(err))]
+        if any(number in NO_ROOM for number in numbers):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
+
+
+@contextlib.contextmanager
+def _room_checked(folder: str) -> Iterator[None]:
+    """A write refused for lack of room becomes an :class:`InputError` that says what to do: what is committed
+    stays, so the same command resumes once there is room."""
+    try:
+        yield
+    except Exception as err:
+        if not _out_of_room(err):
+            raise
+        raise InputError(f"disk full / file too large writing {folder}: free space (or raise the limit) and run "
+                         f"the same command again to resume") from err
+
+
 def embed_file(embedder: Embedder, input_path: str, output_path: str, layers: str = "all", fmt: str = "hdf5",
                long_line: int = 400, *, storage_dtype: str = "float32", shard_lines: int = 1024,
                overwrite: bool = False, restart: bool = False, runner: Runner | None = None,
@@ -275,7 +352,8 @@ def embed_file(embedder: Embedder, input_path: str, output_path: str, layers: st
     scan = scan_input(input_path, shard_lines, long_line)
     folder = partial_path(output_path)
     start = time.perf_counter()
-    with open_run(folder, new_manifest(scan, model_identity(embedder), settings), restart) as manifest:
+    with _room_checked(folder), open_run(folder, new_manifest(scan, model_identity(embedder), settings),
+                                         restart) as manifest:
         done = committed_shards(folder, scan)
         reused = sum(scan.shard_range(k)[1] for k in done)
         if reused:
@@ -288,9 +366,11 @@ def embed_file(embedder: Embedder, input_path: str, output_path: str, layers: st
         except BaseException as err:
             if assembly is not None:
                 assembly.discard()
+            if progress:
+                print(file=sys.stderr)  # what is said next starts on a line of its own, not after the progress bar
             if isinstance(err, KeyboardInterrupt):
                 kept = sum(scan.shard_range(k)[1] for k in _written(folder, range(scan.shards)))
-                print(f"\ninterrupted: {kept} of {scan.lines} lines are committed in {folder}; run the same "
+                print(f"interrupted: {kept} of {scan.lines} lines are committed in {folder}; run the same "
                       f"command again to resume", file=sys.stderr)
             raise
         missing = sorted(set(todo) - set(_written(folder, todo)))

@@ -15,6 +15,7 @@ by a killed run is never trusted: a later run reads the committed lines' bytes a
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import math
 import os
@@ -483,8 +484,10 @@ class HDF5Assembly(Assembly):
         self._raw.close()
 
     def discard(self) -> None:
-        """Close the file and keep it: the records of this run's committed shards point into it."""
-        self.file.close()
+        """Close the file and keep it: the records of this run's committed shards point into it. (Closing flushes,
+        which fails again after a failed write, e.g. on a full disk: what is committed is on disk already.)"""
+        with contextlib.suppress(OSError, RuntimeError):
+            self.file.close()
         self._raw.close()
 
 
