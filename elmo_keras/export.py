@@ -52,7 +52,7 @@ def model_kind(model) -> str:
     if isinstance(model, Elmo):
         return "embedder"
     if not isinstance(model, keras.Model):
-        raise InputError(f"export_serving takes a keras.Model or an Elmo layer, got {type(model).__name__}")
+        raise TypeError(f"export_serving takes a keras.Model or an Elmo layer, got {type(model).__name__}")
     if getattr(model, "inputs", None) is None or getattr(model, "outputs", None) is None:  # a subclassed model
         raise InputError(f"{model.name} ({type(model).__name__}) is not a functional model over text; export_serving "
                          "exports text_classifier, sequence_tagger, an Elmo layer or a keras.Model built on "

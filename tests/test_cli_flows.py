@@ -1,6 +1,6 @@
 """The CLI as a user runs it: each step is its own process, each step is SIGKILLed once and run again, and what
 it wrote is used by the next step in a fresh process (train -> export -> served without elmo_keras;
-pretrain -> embed -> ek.load_embeddings)."""
+pretrain -> embed -> ek.load_embeddings); train and export over a file-size limit keep what was there."""
 import csv
 import json
 import os
@@ -48,6 +48,29 @@ def _ok(done: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
     return done
 
 
+def _no_room_keeps_the_old_model(train: list[str], folder: Path) -> None:
+    """``train`` over an existing model, then ``export``, under a file-size limit (as a full disk): one clear
+    line, exit 2, the old model and labels intact, no half-written export, no temporary left."""
+    before = (folder / "m.keras").read_bytes()
+    labels = (folder / "m.keras.labels.json").read_text()
+
+    def limit_file_size():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (len(before) // 2, resource.RLIM_INFINITY))
+
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    for args, written in [([*train, "--epochs", "1"], "m.keras"),
+                          (["export", "m.keras", "--out", "saved/limited"], folder / "saved" / "limited")]:
+        done = subprocess.run([sys.executable, "-m", "elmo_keras.cli", *args], cwd=folder, env=env,
+                              capture_output=True, text=True, preexec_fn=limit_file_size)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+        assert done.stderr.strip().splitlines()[-1].startswith(
+            f"elmo-keras {args[0]}: error: disk full or file too large writing {written} "), done.stderr[-3000:]
+    assert (folder / "m.keras").read_bytes() == before
+    assert (folder / "m.keras.labels.json").read_text() == labels
+    assert os.listdir(folder / "saved" / "limited") == []
+    assert not [name for name in os.listdir(folder) if name.endswith(".tmp")]
+
+
 def test_train_export_serve_each_killed_once(tmp_path, fixture_files):
     with open(tmp_path / "reviews.csv", "w", newline="", encoding="utf-8-sig") as f:  # with a BOM, as Excel writes
         csv.writer(f).writerows([("text", "label"), *ROWS * 5])
@@ -59,6 +82,7 @@ def test_train_export_serve_each_killed_once(tmp_path, fixture_files):
     done = _ok(run_cli(*train, cwd=tmp_path))
     assert "test: accuracy" in done.stdout
     assert json.loads((tmp_path / "m.keras.labels.json").read_text()) == ["neg", "pos"]
+    _no_room_keeps_the_old_model(train, tmp_path)
 
     export = ["export", "m.keras", "--out", "saved/reviews"]
     log = tmp_path / "export.log"
@@ -67,6 +91,7 @@ def test_train_export_serve_each_killed_once(tmp_path, fixture_files):
                lambda: base.is_dir() and any(name.startswith(".tmp-") for name in os.listdir(base)), log)
     _ok(run_cli(*export, cwd=tmp_path))
     assert os.listdir(base) == ["1"], "the killed export's .tmp- folder is cleaned by the next export"
+    assert json.loads((tmp_path / "m.keras.labels.json").read_text()) == ["neg", "pos"]
     both = [_start(export, tmp_path, tmp_path / f"export{i}.log") for i in (2, 3)]
     assert [p.wait() for p in both] == [0, 0]
     assert sorted(os.listdir(base)) == ["1", "2", "3"]
@@ -83,39 +108,6 @@ def test_train_export_serve_each_killed_once(tmp_path, fixture_files):
     expected = keras.models.load_model(tmp_path / "m.keras").predict(texts, verbose=0)
     np.testing.assert_allclose(served["p"], expected, atol=1e-5)
     assert served["label"] == [["neg", "pos"][i] for i in expected.argmax(-1)]
-
-
-def test_train_over_an_existing_model_under_a_file_size_limit_keeps_it(tmp_path, fixture_files):
-    """A full disk or a file-size limit while saving or exporting: one clear line, exit 2, the old model intact
-    and no half-written export."""
-    with open(tmp_path / "d.csv", "w", newline="", encoding="utf-8") as f:
-        csv.writer(f).writerows([("text", "label"), *ROWS * 3])
-    train = ["train", "--data", "d.csv", "--options", fixture_files[0], "--weights", fixture_files[1],
-             "--epochs", "1", "--units", "4", "--words", "0", "--validation-split", "0", "--out", "m.keras"]
-    _ok(run_cli(*train, cwd=tmp_path))
-    before = (tmp_path / "m.keras").read_bytes()
-    (tmp_path / "m.keras.labels.json").write_text('["old", "labels"]')
-
-    def limit_file_size():
-        resource.setrlimit(resource.RLIMIT_FSIZE, (len(before) // 2, resource.RLIM_INFINITY))
-
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    done = subprocess.run([sys.executable, "-m", "elmo_keras.cli", *train], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, preexec_fn=limit_file_size)
-    assert done.returncode == 2, done.stderr[-3000:]
-    assert done.stderr.strip().splitlines()[-1].startswith(
-        "elmo-keras train: error: disk full or file too large writing "), done.stderr[-3000:]
-    assert "Traceback" not in done.stderr
-    assert (tmp_path / "m.keras").read_bytes() == before
-    assert (tmp_path / "m.keras.labels.json").read_text() == '["old", "labels"]'
-    assert not [name for name in os.listdir(tmp_path) if name.endswith(".tmp")]
-
-    done = subprocess.run([sys.executable, "-m", "elmo_keras.cli", "export", "m.keras", "--out", "saved/m"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, preexec_fn=limit_file_size)
-    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
-    assert done.stderr.strip().splitlines()[-1].startswith(
-        f"elmo-keras export: error: disk full or file too large writing {tmp_path / 'saved' / 'm'} ")
-    assert os.listdir(tmp_path / "saved" / "m") == []
 
 
 def test_pretrain_embed_load_each_killed_once(tmp_path):

@@ -9,6 +9,7 @@ import tensorflow as tf
 import keras
 
 import elmo_keras as ek
+from elmo_keras.errors import InputError
 
 SENT = ["The", "bank", "approved", "the", "loan", "."]
 
@@ -48,8 +49,10 @@ def test_empty_inputs(bilm):
 def test_padding_in_the_middle_is_an_error(bilm):
     ids = ek.batch_to_ids([["a", "b", "c"]])
     ids[0, 1] = 0
+    with pytest.raises(InputError, match="row 0: token 2 is a real token after padding"):
+        bilm(ids)  # eagerly: checked before running
     with pytest.raises(tf.errors.InvalidArgumentError, match="padding tokens"):
-        bilm(ids)
+        tf.function(bilm)(ids)  # in a graph: the in-graph assertion
 
 
 def test_frozen_by_default_and_trainable_on_request(fixture_files):
