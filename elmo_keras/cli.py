@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 from elmo_keras.corpus.run import OUTPUT_FORMATS
 from elmo_keras.corpus.store import LAYER_CHOICES
 from elmo_keras.errors import InputError
-from elmo_keras.files import NO_ROOM
+from elmo_keras.utils.files import NO_ROOM
 from elmo_keras.layers.fusion import MIX_MODES
-from elmo_keras.models import HEADS
+from elmo_keras.tasks.models import HEADS
 
 
 def _pretrain_arguments(parser: argparse.ArgumentParser) -> None:
@@ -80,7 +80,7 @@ def _model_source_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _model_files(args: argparse.Namespace) -> tuple[str, str]:
     """Local (options, weights) paths; a published preset or a URL is downloaded once into the cache."""
-    from elmo_keras.download import local_file
+    from elmo_keras.io.download import local_file
     from elmo_keras.presets import preset_files
 
     if args.preset:
@@ -172,7 +172,7 @@ def _run_embed(args: argparse.Namespace) -> int:
                                                                             "--weights": weights})
     compute, storage = _EMBED_DTYPES[args.dtype]
     if compute == "auto":
-        from elmo_keras.cpu import auto_choice
+        from elmo_keras.utils.cpu import auto_choice
 
         compute, reason = auto_choice()
         print(reason)
@@ -184,7 +184,7 @@ def _run_embed(args: argparse.Namespace) -> int:
     runner = None
     if args.runner == "beam":
         try:
-            from elmo_keras.beam import EmbedderSpec, beam_runner
+            from elmo_keras.corpus.beam import EmbedderSpec, beam_runner
         except ImportError as err:
             raise InputError(f"--runner beam needs Apache Beam ({err}): pip install 'elmo-keras[beam]'") from None
         spec = EmbedderSpec(os.path.abspath(options), os.path.abspath(weights), dtype=compute,
@@ -267,9 +267,9 @@ def _checked_train_arguments(args: argparse.Namespace) -> list[float] | None:
 def _run_train(args: argparse.Namespace) -> int:
     import keras
 
-    from elmo_keras.files import exclusive_lock
+    from elmo_keras.utils.files import exclusive_lock
     from elmo_keras.saving import save_model
-    from elmo_keras.train_task import evaluate, load_task, train_model
+    from elmo_keras.tasks.train_task import evaluate, load_task, train_model
 
     mix_weights = _checked_train_arguments(args)
     keras.utils.set_random_seed(args.seed)

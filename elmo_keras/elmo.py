@@ -8,7 +8,7 @@ import keras
 import tensorflow as tf
 
 from elmo_keras.errors import InputError
-from elmo_keras.hub_module import read_hub_module
+from elmo_keras.io.hub_module import read_hub_module
 from elmo_keras.layers.bilm import BiLM, check_concrete_inputs
 from elmo_keras.layers.scalar_mix import ScalarMix
 from elmo_keras.saving import serializable
@@ -47,7 +47,7 @@ class Elmo(keras.layers.Layer):
     no ScalarMix is created).
 
     Args:
-        options: the options dict (see :mod:`elmo_keras.options`) of a new, untrained biLM; or
+        options: the options dict (see :mod:`elmo_keras.io.options`) of a new, untrained biLM; or
         bilm: a built :class:`BiLM` (e.g. ``BiLM.from_pretrained(...)``), serialized with this layer.
         num_output_representations: int, how many independent ScalarMixes (e.g. one per task layer).
             Defaults to `1`.
@@ -137,7 +137,7 @@ class Elmo(keras.layers.Layer):
         The module's aggregation becomes the initial logits and gamma of every trainable ScalarMix.
         ``boundaries``: "none" (run on the tokens alone, as TF Hub's module does), "add" (``<S>``/``</S>``),
         or None: what the module records, else "none". ``use_skip_connections``: see
-        :func:`elmo_keras.hub_module.read_hub_module`. Other arguments go to ``Elmo``.
+        :func:`elmo_keras.io.hub_module.read_hub_module`. Other arguments go to ``Elmo``.
         """
         module = read_hub_module(path, use_skip_connections)
         bilm = BiLM.from_weights(module.options, module.arrays, **cls._bilm_arguments(kwargs),

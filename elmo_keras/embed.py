@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 import tensorflow as tf
 
-from elmo_keras.cpu import auto_dtype
+from elmo_keras.utils.cpu import auto_dtype
 from elmo_keras.layers.bilm import BiLM
 from elmo_keras.layers.lstm import transposed_layout_pays
 from elmo_keras.text import batch_to_ids, encode_token_lists
@@ -50,9 +50,9 @@ class ElmoEmbedder:
 
     Args:
       options_file, weight_file: the released files, as paths or http(s) URLs (downloaded once, see
-        :mod:`elmo_keras.download`); or give ``bilm=`` a built BiLM.
+        :mod:`elmo_keras.io.download`); or give ``bilm=`` a built BiLM.
       dtype: "auto" (default): "bfloat16" where the CPU has bf16 matrix units (AMX or AVX512-BF16), else
-        "float32"; the choice is logged (see :func:`elmo_keras.cpu.auto_dtype`). "float32" is exact; "bfloat16"
+        "float32"; the choice is logged (see :func:`elmo_keras.utils.cpu.auto_dtype`). "float32" is exact; "bfloat16"
         keeps the weights in bfloat16 (cast once when loaded; the cell state stays float32): about twice as
         fast on such CPUs, several times slower on others, and only close to float32. "mixed_bfloat16" (the
         Keras policy: float32 weights cast in every call) gives the same numbers, more slowly. Ignored when

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import keras
 
 from elmo_keras.errors import InputError
-from elmo_keras.files import TMP_SUFFIX, fsync_path, write_json
+from elmo_keras.utils.files import TMP_SUFFIX, fsync_path, write_json
 
 PACKAGE = "elmo_keras"
 

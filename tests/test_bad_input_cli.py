@@ -195,7 +195,7 @@ def test_export_folders_get_the_usual_permissions(tmp_path, elmo):
 
 
 def test_concurrent_export_takes_the_next_version(tmp_path, elmo, monkeypatch):
-    real, seen = export.next_version, []
+    real, seen = export.serving.next_version, []
 
     def racing(base):  # another export publishes the number we picked before our rename
         version = real(base)
@@ -204,7 +204,7 @@ def test_concurrent_export_takes_the_next_version(tmp_path, elmo, monkeypatch):
         seen.append(version)
         return version
 
-    monkeypatch.setattr(export, "next_version", racing)
+    monkeypatch.setattr(export.serving, "next_version", racing)
     path = export_serving(elmo, tmp_path / "s", warmup_texts=None)
     assert seen == [1, 2] and os.path.basename(path) == "2"
     assert sorted(os.listdir(tmp_path / "s")) == ["1", "2"]  # no temporary folder left behind
@@ -214,7 +214,7 @@ def test_concurrent_export_to_a_given_version(tmp_path, elmo, monkeypatch):
     def racing_warmup(folder, model_name, texts):
         os.makedirs(tmp_path / "s" / "7" / "variables")
 
-    monkeypatch.setattr(export, "_write_warmup", racing_warmup)
+    monkeypatch.setattr(export.serving, "_write_warmup", racing_warmup)
     with pytest.raises(FileExistsError, match=f"{tmp_path / 's' / '7'} was written by another export meanwhile"):
         export_serving(elmo, tmp_path / "s", version=7)
     assert os.listdir(tmp_path / "s") == ["7"]

@@ -32,7 +32,7 @@ import numpy as np
 from elmo_keras.corpus import store
 from elmo_keras.corpus.lines import InputScan, decode_line, read_lines, scan_input
 from elmo_keras.errors import InputError
-from elmo_keras.files import NO_ROOM, publish, remove_stale_temporaries, write_json
+from elmo_keras.utils.files import NO_ROOM, publish, remove_stale_temporaries, write_json
 from elmo_keras.text import tokenize
 
 OUTPUT_FORMATS = ("hdf5", "shards", "npy")
@@ -342,7 +342,7 @@ def embed_file(embedder: Embedder, input_path: str, output_path: str, layers: st
     (a folder of shard files and a manifest, for millions of lines) or "npy" (a folder, one file per line).
     Re-running after a kill resumes; ``restart`` discards an interrupted run, ``overwrite`` allows replacing an
     existing output (at the end, atomically). ``runner`` computes the shards (default: in this process;
-    :func:`elmo_keras.beam.beam_runner` runs them on Apache Beam). Read the result with
+    :func:`elmo_keras.corpus.beam.beam_runner` runs them on Apache Beam). Read the result with
     :func:`elmo_keras.load_embeddings`.
     """
     settings = EmbedSettings(layers, fmt, storage_dtype, shard_lines)

@@ -27,8 +27,8 @@ import numpy as np
 
 from elmo_keras.corpus.direct_io import BLOCK, RawWriter
 from elmo_keras.errors import InputError
-from elmo_keras.files import TMP_SUFFIX, atomic_file, fsync_path, usual_permissions
-from elmo_keras.host_memory import host_zeros
+from elmo_keras.utils.files import TMP_SUFFIX, atomic_file, fsync_path, usual_permissions
+from elmo_keras.utils.host_memory import host_zeros
 
 MANIFEST = "manifest.json"
 FORMAT_NAME = "elmo_keras.embeddings"

@@ -11,17 +11,17 @@ import tensorflow as tf
 from keras import ops
 
 from elmo_keras.errors import InputError
-from elmo_keras.hub_module import read_hub_module
+from elmo_keras.io.hub_module import read_hub_module
 from elmo_keras.layers.char_cnn import CharCNN
 from elmo_keras.layers.gated_cnn import BiGatedCNN
 from elmo_keras.layers.initializers import weights_loaded_next
 from elmo_keras.layers.lstm import ProjectedBiLSTM, prefix_lengths
 from elmo_keras.layers.transformer import BiTransformer
-from elmo_keras.options import encoder_options, load_options, normalize_options
+from elmo_keras.io.options import encoder_options, load_options, normalize_options
 from elmo_keras.presets import preset_files
 from elmo_keras.saving import serializable
 from elmo_keras.text import boundary_char_ids, check_char_ids
-from elmo_keras.weights import get_weight_arrays, iter_weights_hdf5, set_weight_arrays
+from elmo_keras.io.weights import get_weight_arrays, iter_weights_hdf5, set_weight_arrays
 
 
 @serializable
@@ -34,7 +34,7 @@ class BiLM(keras.layers.Layer):
     ``bilm.transformer`` (a :class:`BiTransformer`) or ``bilm.gated_cnn`` (a :class:`BiGatedCNN`), by type.
 
     Args:
-        options: the options dict (``options.json`` of bilm-tf / AllenNLP, see :mod:`elmo_keras.options`).
+        options: the options dict (``options.json`` of bilm-tf / AllenNLP, see :mod:`elmo_keras.io.options`).
         stateful: bool, reproduce bilm-tf/AllenNLP's carried state: row i starts from the state row i reached
             in the previous call (up to ``max_batch_size`` rows); ``reset_state()`` returns to zeros. LSTM
             encoders only. Defaults to `False` (the same sentence always gives the same vectors).
@@ -106,7 +106,7 @@ class BiLM(keras.layers.Layer):
     def from_weights(cls, options: dict, arrays: Mapping[str, np.ndarray] | Iterable[tuple[str, np.ndarray]],
                      trainable: bool = False, **kwargs) -> "BiLM":
         """Build from an options dict and {released dataset name: array} (or such pairs, e.g. streamed from a
-        file by :func:`~elmo_keras.weights.iter_weights_hdf5`); frozen by default."""
+        file by :func:`~elmo_keras.io.weights.iter_weights_hdf5`); frozen by default."""
         bilm = cls(options, trainable=trainable, **kwargs)
         with weights_loaded_next():  # no random initial values to overwrite (about 300 MB less at the peak)
             bilm.build()
@@ -128,7 +128,7 @@ class BiLM(keras.layers.Layer):
 
         ``boundaries``: "none" (tokens alone, as TF Hub's module runs), "add" (``<S>``/``</S>``), or None:
         what the module records, else "none". ``use_skip_connections``: see
-        :func:`elmo_keras.hub_module.read_hub_module`.
+        :func:`elmo_keras.io.hub_module.read_hub_module`.
         """
         module = read_hub_module(path, use_skip_connections)
         return cls.from_weights(module.options, module.arrays, trainable=trainable,
@@ -302,11 +302,11 @@ def check_concrete_inputs(inputs, n_characters: int) -> None:
         padding = int(np.argmin(mask[row]))
         raise InputError(f"row {row}: token {token} is a real token after padding ({padding_is}) at token {padding}; "
                          "padding must come after the real tokens of each row: drop empty tokens, or pad at the "
-                         "end (elmo_keras.models.pad_tokens does)")
+                         "end (elmo_keras.tasks.models.pad_tokens does)")
 
 
 def _make_encoder(kind: str, settings: dict, **kwargs) -> keras.layers.Layer:
-    """The encoder layer of type ``kind`` from its normalised settings (see :mod:`elmo_keras.options`)."""
+    """The encoder layer of type ``kind`` from its normalised settings (see :mod:`elmo_keras.io.options`)."""
     p, n = settings["projection_dim"], settings["n_layers"]
     if kind == "transformer":
         return BiTransformer(n, p, num_heads=settings["num_heads"], ff_dim=settings["ff_dim"],

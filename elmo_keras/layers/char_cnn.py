@@ -6,7 +6,7 @@ from collections.abc import Sequence
 import keras
 from keras import ops
 
-from elmo_keras.deprecation import renamed_arguments
+from elmo_keras.utils.deprecation import renamed_arguments
 from elmo_keras.layers.highway import Highway
 from elmo_keras.layers.initializers import initializer
 from elmo_keras.saving import serializable

@@ -20,7 +20,7 @@ def _first_mask(mask):
 class UnstackLayers(keras.layers.Layer):
     """Split stacked biLM layers into a list of masked sequences, the input every layer mixer takes.
 
-    Feeds precomputed biLM layers (e.g. from `ElmoEmbedder`, batched by `elmo_keras.features.features_dataset`)
+    Feeds precomputed biLM layers (e.g. from `ElmoEmbedder`, batched by `elmo_keras.tasks.features.features_dataset`)
     to a `ScalarMix`, `LayerFusion` or `LayerConcat`.
 
     Args:
@@ -67,7 +67,7 @@ class UnstackLayers(keras.layers.Layer):
 class StackLayers(keras.layers.Layer):
     """Stack masked biLM layers into one tensor plus the token mask (the inverse of `UnstackLayers`).
 
-    The stored form of an embedder's layers: what `elmo_keras.features` precomputes and what a
+    The stored form of an embedder's layers: what `elmo_keras.tasks.features` precomputes and what a
     `features_classifier` (or the head of a `text_classifier`) reads.
 
     Args:

@@ -7,7 +7,7 @@ import re
 import keras
 import tensorflow as tf
 
-from elmo_keras.hub_module import load_module, signature_function
+from elmo_keras.io.hub_module import load_module, signature_function
 from elmo_keras.saving import serializable
 from elmo_keras.text import split_on_spaces
 

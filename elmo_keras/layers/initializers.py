@@ -3,7 +3,7 @@
 Building the released 93.6M-parameter biLM with random (Glorot) initial values costs about 300 MB of transient
 memory on top of the variables, all overwritten right away by the loaded weights; inside
 :func:`weights_loaded_next` the variables start as zeros instead, in host buffers whose pages are never touched
-(:mod:`elmo_keras.host_memory`): they cost no resident memory until the loaded weights replace them.
+(:mod:`elmo_keras.utils.host_memory`): they cost no resident memory until the loaded weights replace them.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import keras
 
-from elmo_keras.host_memory import host_tensor, host_zeros
+from elmo_keras.utils.host_memory import host_tensor, host_zeros
 
 _LOADING = contextvars.ContextVar("elmo_keras_weights_loaded_next", default=False)
 
@@ -29,7 +29,7 @@ def weights_loaded_next() -> Iterator[None]:
 
 
 class _Unloaded(keras.initializers.Initializer):
-    """Zeros in an untouched host buffer (see :mod:`elmo_keras.host_memory`), replaced by the loaded weights."""
+    """Zeros in an untouched host buffer (see :mod:`elmo_keras.utils.host_memory`), replaced by the loaded weights."""
 
     def __call__(self, shape, dtype=None):
         dtype = keras.backend.standardize_dtype(dtype or "float32")

@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
-from elmo_keras.deprecation import renamed_arguments
+from elmo_keras.utils.deprecation import renamed_arguments
 from elmo_keras.layers.initializers import initializer
 from elmo_keras.saving import serializable
 

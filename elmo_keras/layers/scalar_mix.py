@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import keras
 from keras import ops
 
-from elmo_keras.deprecation import renamed_arguments
+from elmo_keras.utils.deprecation import renamed_arguments
 from elmo_keras.saving import serializable
 
 _DROPPED_LOGIT = -1e4  # a dropped layer's weight logit: softmax gives it ~0 weight

@@ -1,5 +1,5 @@
 """Static word vectors as a Keras layer, with the same tokenisation and mask as ``Elmo``: the baselines' layer
-(:mod:`elmo_keras.baselines`) and the task word embedding beside ELMo (``word_embedding=`` of the classifiers)."""
+(:mod:`elmo_keras.tasks.baselines`) and the task word embedding beside ELMo (``word_embedding=`` of the classifiers)."""
 from __future__ import annotations
 
 from collections import Counter
@@ -117,7 +117,7 @@ class StaticEmbedding(keras.layers.Layer):
                     **kwargs) -> "StaticEmbedding":
         """A trainable embedding over the words seen ``min_count`` times in ``sentences`` (token lists), e.g.
         the task's training texts: the word representation ELMo is concatenated with (``word_embedding=`` of
-        :func:`elmo_keras.models.text_classifier`)."""
+        :func:`elmo_keras.tasks.models.text_classifier`)."""
         counts = Counter(t for s in check_corpus(sentences) for t in s)
         words = sorted(w for w, c in counts.items() if c >= min_count and w)
         return cls(words, dim=dim, trainable=kwargs.pop("trainable", True), **kwargs)

@@ -12,10 +12,10 @@ import tensorflow as tf
 from elmo_keras.layers.bilm import BiLM
 from elmo_keras.lm.data import sentences_dataset
 from elmo_keras.lm.vocab import Vocabulary
-from elmo_keras.options import load_options, normalize_options
+from elmo_keras.io.options import load_options, normalize_options
 from elmo_keras.presets import preset_files
 from elmo_keras.saving import serializable
-from elmo_keras.weights import iter_weights_hdf5, write_weights_hdf5
+from elmo_keras.io.weights import iter_weights_hdf5, write_weights_hdf5
 
 SOFTMAX_W, SOFTMAX_B = "softmax/W", "softmax/b"  # names in bilm-tf checkpoints and in our softmax hdf5
 

@@ -27,15 +27,15 @@ from collections.abc import Callable, Sequence
 import keras
 import tensorflow as tf
 
-from elmo_keras.callbacks import Throughput
+from elmo_keras.tasks.callbacks import Throughput
 from elmo_keras.errors import InputError
-from elmo_keras.files import LOCK, exclusive_lock, file_sha256, remove_stale_temporaries, write_json
+from elmo_keras.utils.files import LOCK, exclusive_lock, file_sha256, remove_stale_temporaries, write_json
 from elmo_keras.lm.data import DEFAULT_BUCKETS, lm_dataset
 from elmo_keras.lm.model import BiLanguageModel
 from elmo_keras.lm.vocab import Vocabulary
-from elmo_keras.options import load_options, positive_int
+from elmo_keras.io.options import load_options, positive_int
 from elmo_keras.presets import preset_files
-from elmo_keras.weights import iter_weights_hdf5, save_weights_hdf5
+from elmo_keras.io.weights import iter_weights_hdf5, save_weights_hdf5
 
 #: Training settings read from options.json (bilm-tf names where bilm-tf has one), with their defaults.
 TRAIN_DEFAULTS = {

@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from elmo_keras.errors import InputError
-from elmo_keras.files import atomic_file
+from elmo_keras.utils.files import atomic_file
 
 BOS, EOS, UNK = "<S>", "</S>", "<UNK>"
 SPECIALS = (BOS, EOS, UNK)

@@ -4,7 +4,7 @@ A preset is one of:
 
 - a shipped preset (:data:`PRESETS`, e.g. ``brown-small``): a folder inside this package;
 - a published model named in ``registry.json`` (``small``, ``medium``, ``original``, ``original-5.5b``,
-  ``pubmed``): its options and weights are downloaded once into the cache (:mod:`elmo_keras.download`);
+  ``pubmed``): its options and weights are downloaded once into the cache (:mod:`elmo_keras.io.download`);
 - a folder, or the http(s) URL of a folder, holding ``options.json`` and ``weights.hdf5`` (released layout),
   optionally ``vocab.txt`` (bilm-tf format) and ``softmax.hdf5`` (e.g. the output of ``elmo-keras pretrain``).
 """
@@ -16,10 +16,10 @@ import math
 import os
 from dataclasses import dataclass
 
-from elmo_keras.download import RemoteUnavailable, cache_path, fetch, is_cached, is_url
+from elmo_keras.io.download import RemoteUnavailable, cache_path, fetch, is_cached, is_url
 from elmo_keras.errors import InputError
-from elmo_keras.options import load_options
-from elmo_keras.weights import expected_shapes
+from elmo_keras.io.options import load_options
+from elmo_keras.io.weights import expected_shapes
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 

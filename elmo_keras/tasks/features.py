@@ -39,7 +39,7 @@ def features_dataset(features: Sequence[np.ndarray], labels: np.ndarray | None =
                      tokens: Sequence[Sequence[str]] | None = None, group_by_length: bool = False
                      ) -> tf.data.Dataset:
     """Batches ``{"layers": float32 [B, T, L, D], "mask": bool [B, T]}`` (+ labels) for
-    :func:`elmo_keras.models.features_classifier`.
+    :func:`elmo_keras.tasks.models.features_classifier`.
 
     ``features``: arrays [n_tokens, L, D] (from :func:`embed_layers`, or static vectors with L = 1); batches are
     padded to their longest text. ``labels``: [N] ints, or [N, K] label indices / multi-hot rows. ``shuffle``

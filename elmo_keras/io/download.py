@@ -11,7 +11,7 @@ has its own folder, ``<first 16 hex digits of sha256(URL)>/``, holding:
 A download is checked against the size the server announced and, when one is given, a sha256, and against its
 kind (:data:`KINDS`: hdf5 opens as HDF5, json parses, text is UTF-8) while still ``NAME.part``: a file that fails a
 check is deleted, never cached. What it holds is then checked by the reader (e.g.
-:func:`elmo_keras.weights.read_weights_hdf5`: the released layout, finite values).
+:func:`elmo_keras.io.weights.read_weights_hdf5`: the released layout, finite values).
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ import requests
 from tqdm import tqdm
 
 from elmo_keras.errors import InputError
-from elmo_keras.files import publish, write_json
+from elmo_keras.utils.files import publish, write_json
 
 try:
     import fcntl

@@ -7,13 +7,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from elmo_keras.embed_once import FEATURES_HEAD, FIT_ARGUMENTS, EmbedOnce, strings
+from elmo_keras.tasks.embed_once import FEATURES_HEAD, FIT_ARGUMENTS, EmbedOnce, strings
 from elmo_keras.errors import InputError
 from elmo_keras.layers.fusion import StackLayers, UnstackLayers, make_layer_mixer
 from elmo_keras.layers.hub import HubElmo
 from elmo_keras.layers.pooling import MaskedPooling
 from elmo_keras.layers.segments import SegmentedEncoder
-from elmo_keras.metrics import MultiLabelBinaryCrossentropy, MultiLabelF1, PrecisionAtK, pad_label_indices
+from elmo_keras.tasks.metrics import MultiLabelBinaryCrossentropy, MultiLabelF1, PrecisionAtK, pad_label_indices
 from elmo_keras.saving import serializable
 from elmo_keras.text import as_text, pad_tokens
 
@@ -204,7 +204,7 @@ def features_classifier(num_layers: int, dim: int, num_classes: int, head: str =
     """Like :func:`text_classifier`, but over precomputed biLM layers instead of raw strings.
 
     Inputs ``{"layers": float [B, T, num_layers, dim], "mask": bool [B, T]}``, as batched by
-    :func:`elmo_keras.features.features_dataset` from :class:`elmo_keras.ElmoEmbedder` output. With a frozen
+    :func:`elmo_keras.tasks.features.features_dataset` from :class:`elmo_keras.ElmoEmbedder` output. With a frozen
     biLM this is the same model as ``text_classifier(elmo, ...)`` (the same ``features_head``, dropout and
     scores), but the biLM runs once per text instead of once per epoch; ``TextModel.fit`` does this by itself.
     Static vectors fit too (``num_layers=1``, ``mix="top"``). With ``word_embedding`` the model also takes
@@ -277,4 +277,4 @@ def layer_mixer(model: keras.Model, name: str = "layer_mix") -> keras.layers.Lay
         stack.extend(getattr(layer, "layers", []))
         stack.extend([layer.encoder] if isinstance(layer, SegmentedEncoder) else [])
     raise ValueError(f"{model.name} has no layer named {name!r} (its embedder has a single layer, or it was "
-                     "not built by elmo_keras.models)")
+                     "not built by elmo_keras.tasks.models)")

@@ -22,7 +22,7 @@ import tensorflow as tf
 
 from elmo_keras.elmo import Elmo
 from elmo_keras.errors import InputError
-from elmo_keras.files import NO_ROOM, usual_permissions
+from elmo_keras.utils.files import NO_ROOM, usual_permissions
 from elmo_keras.text import split_sentences
 
 log = logging.getLogger(__name__)

@@ -10,12 +10,12 @@ import numpy as np
 from sklearn.metrics import f1_score
 from sklearn.model_selection import train_test_split
 
-from elmo_keras import datasets, models
+from elmo_keras.tasks import datasets, models
 from elmo_keras.layers.static import StaticEmbedding
-from elmo_keras.datasets import TextClassificationData
+from elmo_keras.tasks.datasets import TextClassificationData
 from elmo_keras.elmo import Elmo
 from elmo_keras.errors import InputError
-from elmo_keras.metrics import pad_label_indices
+from elmo_keras.tasks.metrics import pad_label_indices
 from elmo_keras.text import tokenize
 
 

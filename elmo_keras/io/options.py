@@ -22,7 +22,7 @@ import os
 from numbers import Real
 from typing import Any
 
-from elmo_keras.download import cached_copy_hint, local_file
+from elmo_keras.io.download import cached_copy_hint, local_file
 from elmo_keras.errors import InputError
 
 _ACTIVATIONS = ("relu", "tanh")
@@ -201,7 +201,7 @@ def encoder_options(options: dict) -> tuple[str, dict]:
 def load_options(options: dict | str | os.PathLike) -> dict:
     """An options dict, or the path or http(s) URL of an options.json file -> normalised options dict.
 
-    A URL is downloaded once into the cache (:mod:`elmo_keras.download`).
+    A URL is downloaded once into the cache (:mod:`elmo_keras.io.download`).
     """
     if isinstance(options, (str, os.PathLike)):
         path = local_file(options, "json")

@@ -1,7 +1,7 @@
 """Write our models as TF Hub ELMo modules (TF2 SavedModel, core TF ops only): :func:`export_hub_module`.
 
-The format (signatures, outputs, variable names) is described in :mod:`elmo_keras.hub_module`, which reads it;
-:func:`elmo_keras.hub_module.read_hub_module` recognises our modules by the ``elmo_keras_config`` function.
+The format (signatures, outputs, variable names) is described in :mod:`elmo_keras.io.hub_module`, which reads it;
+:func:`elmo_keras.io.hub_module.read_hub_module` recognises our modules by the ``elmo_keras_config`` function.
 """
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import numpy as np
 import tensorflow as tf
 
 from elmo_keras.elmo import Elmo
-from elmo_keras.files import atomic_dir
+from elmo_keras.utils.files import atomic_dir
 from elmo_keras.layers.bilm import BiLM
 from elmo_keras.text import split_on_spaces, tokens_to_char_ids
-from elmo_keras.weights import to_file_layout, variable_map
+from elmo_keras.io.weights import to_file_layout, variable_map
 
 
 # Private TF API, on purpose: a reusable SavedModel needs plain ``variables`` / ``trainable_variables``

@@ -1,9 +1,9 @@
 """TF Hub ELMo modules: load one (a folder or a URL, as ``tensorflow_hub.load`` takes it) and read its weights
-in the released layout (the reader; writing ours in this format is :mod:`elmo_keras.hub_export`).
+in the released layout (the reader; writing ours in this format is :mod:`elmo_keras.export.hub_module`).
 
 The format (google/elmo/2 and /3, TF1 Hub format; and what :func:`export_hub_module` writes, a TF2
 SavedModel). Signatures and their outputs, with P = projection_dim and n = the number of biLM layers (LSTM
-layers in TF Hub's modules; ours may hold any encoder of :mod:`elmo_keras.options`)::
+layers in TF Hub's modules; ours may hold any encoder of :mod:`elmo_keras.io.options`)::
 
     default:  one string input [B] (sentences, split on single spaces, empty pieces dropped)
     tokens:   tokens string [B, T] ("" padded), sequence_len int32 [B]
@@ -30,8 +30,8 @@ import numpy as np
 import tensorflow as tf
 
 from elmo_keras.errors import InputError
-from elmo_keras.options import RELEASED_OPTIONS, encoder_options, normalize_options
-from elmo_keras.weights import expected_shapes, lstm_prefix
+from elmo_keras.io.options import RELEASED_OPTIONS, encoder_options, normalize_options
+from elmo_keras.io.weights import expected_shapes, lstm_prefix
 
 SIGNATURES = ("default", "tokens")
 REQUIRED_OUTPUTS = ("word_emb", "lstm_outputs1", "elmo", "default", "sequence_len")

@@ -8,7 +8,7 @@ Layout (dataset: shape), with F = sum of filter counts, P = projection_dim, D = 
     CNN_proj/W_proj, CNN_proj/b_proj    [F, P], [P]        (only when F != P)
     RNN_{0,1}/RNN/MultiRNNCell/Cell{k}/LSTMCell/W_0, B, W_P_0   [2P, 4D], [4D], [D, P]
 
-Extension (ours; see :mod:`elmo_keras.options` for the ``encoder`` section): the char CNN datasets as above,
+Extension (ours; see :mod:`elmo_keras.io.options` for the ``encoder`` section): the char CNN datasets as above,
 and instead of ``RNN_*``, per direction d (0 forward, 1 backward) and layer k, with H = num_heads, A = P / H,
 R = ff_dim, K = kernel_size (LayerNormalization scales are ``gamma``, offsets ``beta``)::
 
@@ -31,11 +31,11 @@ from collections.abc import Iterable, Iterator, Mapping
 import keras
 import numpy as np
 
-from elmo_keras.download import cached_copy_hint, local_file
+from elmo_keras.io.download import cached_copy_hint, local_file
 from elmo_keras.errors import InputError
-from elmo_keras.files import atomic_file
-from elmo_keras.host_memory import host_tensor, host_zeros
-from elmo_keras.options import encoder_options, n_filters
+from elmo_keras.utils.files import atomic_file
+from elmo_keras.utils.host_memory import host_tensor, host_zeros
+from elmo_keras.io.options import encoder_options, n_filters
 
 _DIRECTIONS = ("RNN_0", "RNN_1")  # forward, backward
 
@@ -148,7 +148,7 @@ def set_weight_arrays(bilm: keras.Layer,
         arrays = arrays.items()
     assigned = set()
     # Each variable is filled into an aligned host buffer that it then adopts (no copy into TensorFlow's pooled
-    # allocator, see elmo_keras.host_memory); a two-direction variable once both directions are in. Assigning one
+    # allocator, see elmo_keras.utils.host_memory); a two-direction variable once both directions are in. Assigning one
     # direction in place (a sliced assign) would instead put the variable in TensorFlow's copy-on-read mode for
     # good, i.e. copy all of it on every later read (every call of the model).
     staged: dict[str, tuple[np.ndarray, set]] = {}
@@ -209,7 +209,7 @@ _MODEL_PREFIXES = ("CNN", "RNN_", *(f"{prefix}_" for prefix in _BLOCK_PREFIX.val
 
 def read_weights_hdf5(path: str | os.PathLike, options: dict) -> dict[str, np.ndarray]:
     """Read every dataset ``options`` needs from ``path`` (a file, or an http(s) URL downloaded once into the
-    cache, see :mod:`elmo_keras.download`) and check it: {dataset name: float32 array}.
+    cache, see :mod:`elmo_keras.io.download`) and check it: {dataset name: float32 array}.
 
     Raises FileNotFoundError, KeyError naming a missing dataset, or InputError naming the problem: a file that
     is not (or not all) hdf5, a dataset of the wrong shape (expected vs found) or type, ELMo datasets that

@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from elmo_keras.elmo import Elmo
 from elmo_keras.embed import ElmoEmbedder
-from elmo_keras.features import embed_layers, features_dataset
+from elmo_keras.tasks.features import embed_layers, features_dataset
 from elmo_keras.layers.segments import SegmentedEncoder
 from elmo_keras.text import tokenize
 
