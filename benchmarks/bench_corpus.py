@@ -12,6 +12,7 @@ throughput: the same sentences (Brown, --sentences lines: 10,000 and 40,000) thr
     python benchmarks/bench_corpus.py --part memory throughput
 Writes benchmarks/results/bench_corpus.json (machine, versions, settings, every run).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,9 +30,8 @@ from collections.abc import Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from machine import machine_info  # noqa: E402
-
 from elmo_keras.files import write_json  # noqa: E402
+from machine import machine_info  # noqa: E402
 
 
 def write_corpus(path: str, lines: int, max_tokens: int | None) -> int:
@@ -54,8 +54,11 @@ def run_cli(argv: list[str]) -> dict:
 
     start = time.perf_counter()
     code = main(argv)
-    return {"exit": code, "seconds": time.perf_counter() - start,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    return {
+        "exit": code,
+        "seconds": time.perf_counter() - start,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
 
 
 def memory(args, folder: str) -> list[dict]:
@@ -66,13 +69,29 @@ def memory(args, folder: str) -> list[dict]:
         if lines not in token_counts:
             token_counts[lines] = write_corpus(text, lines, args.max_tokens)
         tokens = token_counts[lines]
-        argv = ["embed", text, os.path.join(folder, f"out-{lines}.{fmt}"), "--preset", args.preset, "--layers",
-                "top", "--dtype", "float16", "--format", fmt, "--overwrite"]
-        child = subprocess.run([sys.executable, __file__, "--child", json.dumps(argv)], capture_output=True,
-                               text=True, check=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+        argv = [
+            "embed",
+            text,
+            os.path.join(folder, f"out-{lines}.{fmt}"),
+            "--preset",
+            args.preset,
+            "--layers",
+            "top",
+            "--dtype",
+            "float16",
+            "--format",
+            fmt,
+            "--overwrite",
+        ]
+        child = subprocess.run(
+            [sys.executable, __file__, "--child", json.dumps(argv)],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        )
         result = json.loads(child.stdout.strip().splitlines()[-1])
-        row = {"lines": lines, "tokens": tokens, "format": fmt, **result,
-               "tokens_per_s": tokens / result["seconds"]}
+        row = {"lines": lines, "tokens": tokens, "format": fmt, **result, "tokens_per_s": tokens / result["seconds"]}
         print(json.dumps(row), flush=True)
         rows.append(row)
     return rows
@@ -112,19 +131,39 @@ def throughput(args, folder: str) -> dict:
 
         runs: dict[str, list[float]] = {"embed_sentences": [], "embed_file shards": [], "embed_file hdf5": []}
         for _ in range(args.repeats):
-            for name, fn in [("embed_sentences", bare), ("embed_file shards", pipeline("shards")),
-                             ("embed_file hdf5", pipeline("hdf5"))]:
+            for name, fn in [
+                ("embed_sentences", bare),
+                ("embed_file shards", pipeline("shards")),
+                ("embed_file hdf5", pipeline("hdf5")),
+            ]:
                 settle(folder)
                 start = time.perf_counter()
                 fn()
                 runs[name].append(tokens / (time.perf_counter() - start))
                 print(f"{count} lines, {name}: {runs[name][-1]:.0f} tokens/s", flush=True)
         base = statistics.median(runs["embed_sentences"])
-        sizes.append({"sentences": count, "tokens": tokens, "runs": [
-            {"name": name, "tokens_per_s": values, "median": statistics.median(values),
-             "ratio_to_embed_sentences": statistics.median(values) / base} for name, values in runs.items()]})
-    settings = {"preset": args.preset, "model_dtype": embedder.bilm.dtype_policy.name, "repeats": args.repeats,
-                "layers": "all", "order": "alternating embed_sentences, shards, hdf5 per repeat"}
+        sizes.append(
+            {
+                "sentences": count,
+                "tokens": tokens,
+                "runs": [
+                    {
+                        "name": name,
+                        "tokens_per_s": values,
+                        "median": statistics.median(values),
+                        "ratio_to_embed_sentences": statistics.median(values) / base,
+                    }
+                    for name, values in runs.items()
+                ],
+            }
+        )
+    settings = {
+        "preset": args.preset,
+        "model_dtype": embedder.bilm.dtype_policy.name,
+        "repeats": args.repeats,
+        "layers": "all",
+        "order": "alternating embed_sentences, shards, hdf5 per repeat",
+    }
     return {"settings": settings, "sizes": sizes, "machine": machine_info()}
 
 
@@ -150,19 +189,30 @@ def main() -> None:
             rows = memory(args, folder)
             small = next(r for r in rows if r["lines"] == 10_000 and r["format"] == "shards")
             big = next(r for r in rows if r["lines"] == args.max_lines)
-            results["memory"] = {"settings": {"preset": args.preset, "layers": "top", "dtype": "float16",
-                                              "max_tokens_per_line": args.max_tokens}, "runs": rows,
-                                 "shards_growth_mb": big["peak_rss_mb"] - small["peak_rss_mb"]}
-            print(f"peak RSS: {small['peak_rss_mb']:.0f} MB at 10,000 lines, {big['peak_rss_mb']:.0f} MB at "
-                  f"{args.max_lines:,} lines (+{big['peak_rss_mb'] - small['peak_rss_mb']:.0f} MB)")
+            results["memory"] = {
+                "settings": {
+                    "preset": args.preset,
+                    "layers": "top",
+                    "dtype": "float16",
+                    "max_tokens_per_line": args.max_tokens,
+                },
+                "runs": rows,
+                "shards_growth_mb": big["peak_rss_mb"] - small["peak_rss_mb"],
+            }
+            print(
+                f"peak RSS: {small['peak_rss_mb']:.0f} MB at 10,000 lines, {big['peak_rss_mb']:.0f} MB at "
+                f"{args.max_lines:,} lines (+{big['peak_rss_mb'] - small['peak_rss_mb']:.0f} MB)"
+            )
         if "throughput" in args.part:
             measured = throughput(args, folder)
             by_dtype = {k: v for k, v in results.get("throughput", {}).items() if "sizes" in v}  # one per dtype
             results["throughput"] = {**by_dtype, measured["settings"]["model_dtype"]: measured}
             for size in measured["sizes"]:
                 for row in size["runs"]:
-                    print(f"{size['sentences']:>7} lines, {row['name']:>18}: median {row['median']:.0f} tokens/s = "
-                          f"{row['ratio_to_embed_sentences']:.3f} x embed_sentences")
+                    print(
+                        f"{size['sentences']:>7} lines, {row['name']:>18}: median {row['median']:.0f} tokens/s = "
+                        f"{row['ratio_to_embed_sentences']:.3f} x embed_sentences"
+                    )
     results["machine"] = machine_info()
     os.makedirs(os.path.dirname(out), exist_ok=True)
     write_json(out, results)

@@ -13,9 +13,10 @@ Protocol (the rig's): the first ``--sentences`` sentences of ``bench_sentences.t
 each batch's output dropped as the rig drops AllenNLP's (``embed_batch``); our token cache is emptied before
 every pass. Peak RSS: the process's peak through loading, warm-up and the timed passes, both sides. One more
 pass through ``embed_sentences`` on the unsorted sentences (it returns, so holds, all 600 outputs) is reported
-apart (``embed_sentences`` in each run). Latency: one 10-token sentence, batch size 1, p50 of 50 calls after one warm-up call (cache emptied
-before each call).
+apart (``embed_sentences`` in each run). Latency: one 10-token sentence, batch size 1, p50 of 50 calls after one
+warm-up call (cache emptied before each call).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -87,9 +88,12 @@ def timed_passes(run_pass, repeats: int) -> dict:
         run_pass()
         times.append(time.perf_counter() - start)
     cpu1 = os.times()
-    return {"pass_s": [round(t, 3) for t in times], "median_s": statistics.median(times),
-            "cpu_per_wall": round((cpu1.user - cpu0.user + cpu1.system - cpu0.system) / sum(times), 2),
-            "peak_rss_inference_mb": round(vmhwm_mb(), 1) if hwm else None}
+    return {
+        "pass_s": [round(t, 3) for t in times],
+        "median_s": statistics.median(times),
+        "cpu_per_wall": round((cpu1.user - cpu0.user + cpu1.system - cpu0.system) / sum(times), 2),
+        "peak_rss_inference_mb": round(vmhwm_mb(), 1) if hwm else None,
+    }
 
 
 # -- our side (child process) --------------------------------------------------------------------------------
@@ -140,20 +144,27 @@ def lstm_step_profile(bilm, batch: int, steps: int = 20) -> dict:
             for _ in tf.range(steps):
                 acc = acc + tf.cast(tf.reduce_sum(step()[:1, :1]), tf.float32)
             return acc
+
         return run
 
     def gemms():
-        return tf.add_n([tf.matmul(h, w_h)[:, :1] + tf.matmul(tf.cast(gates[:, :lstm.dim], dtype), w_p)[:, :1]
-                         for _, w_h, _, w_p in weights])
+        return tf.add_n(
+            [
+                tf.matmul(h, w_h)[:, :1] + tf.matmul(tf.cast(gates[:, : lstm.dim], dtype), w_p)[:, :1]
+                for _, w_h, _, w_p in weights
+            ]
+        )
 
     def cell_math():
         i, j, f, o = tf.split(gates, 4, axis=-1)
         new_c = tf.sigmoid(f + 1.0) * c + tf.sigmoid(i) * tf.tanh(j)
         return tf.sigmoid(o) * tf.tanh(new_c) * 2  # twice: one per direction
 
-    pieces = {"recurrent_and_projection_gemms": loop(gemms), "cell_elementwise": loop(cell_math),
-              "input_gemm": tf.function(lambda: tf.add_n([tf.reduce_sum(tf.matmul(x, w_x)[:1])
-                                                         for w_x, _, _, _ in weights]))}
+    pieces = {
+        "recurrent_and_projection_gemms": loop(gemms),
+        "cell_elementwise": loop(cell_math),
+        "input_gemm": tf.function(lambda: tf.add_n([tf.reduce_sum(tf.matmul(x, w_x)[:1]) for w_x, _, _, _ in weights])),
+    }
     out = {}
     for name, fn in pieces.items():
         fn()
@@ -172,14 +183,19 @@ def run_ours(args) -> dict:
     from elmo_keras.embed import ElmoEmbedder
 
     start = time.perf_counter()
-    emb = ElmoEmbedder(args.options, args.weights, dtype=args.dtype, batch_size=args.batch_size,
-                       step_layout=args.step_layout,
-                       chunk_size=len(read_sentences(args.sentences_file, args.sentences)))
+    emb = ElmoEmbedder(
+        args.options,
+        args.weights,
+        dtype=args.dtype,
+        batch_size=args.batch_size,
+        step_layout=args.step_layout,
+        chunk_size=len(read_sentences(args.sentences_file, args.sentences)),
+    )
     load_s = time.perf_counter() - start
     sentences = read_sentences(args.sentences_file, args.sentences)
     n_tokens = sum(map(len, sentences))
     ordered = sorted(sentences, key=len)
-    batches = [ordered[i:i + args.batch_size] for i in range(0, len(ordered), args.batch_size)]
+    batches = [ordered[i : i + args.batch_size] for i in range(0, len(ordered), args.batch_size)]
     emb.embed_batch(batches[0])  # warm-up batch (tracing)
     load_peak_mb = vmhwm_mb()
 
@@ -206,15 +222,24 @@ def run_ours(args) -> dict:
     emb.embed_sentence(single)
     if args.dump_npy:
         np.save(args.dump_npy, top_layer_padded(emb, sentences[:N_DUMP]))
-    return {"impl": "elmo_keras", "dtype": emb.bilm.dtype_policy.name, "step_layout": emb.step_layout,
-            "load_s": round(load_s, 2),
-            **result, "tokens": n_tokens, "tokens_per_s": round(n_tokens / result["median_s"], 1),
-            "p50_latency_ms": p50_latency_ms(emb, single),
-            "peak_rss_mb": round(max(load_peak_mb, result["peak_rss_inference_mb"] or 0), 1),
-            "embed_sentences": {"tokens_per_s": round(n_tokens / api["median_s"], 1),
-                                "peak_rss_inference_mb_outputs_held": api["peak_rss_inference_mb"]},
-            "stages_s": stages, "lstm_ms_per_step_batch64": lstm_step_profile(emb.bilm, args.batch_size),
-            "loadavg": loadavg()}
+    return {
+        "impl": "elmo_keras",
+        "dtype": emb.bilm.dtype_policy.name,
+        "step_layout": emb.step_layout,
+        "load_s": round(load_s, 2),
+        **result,
+        "tokens": n_tokens,
+        "tokens_per_s": round(n_tokens / result["median_s"], 1),
+        "p50_latency_ms": p50_latency_ms(emb, single),
+        "peak_rss_mb": round(max(load_peak_mb, result["peak_rss_inference_mb"] or 0), 1),
+        "embed_sentences": {
+            "tokens_per_s": round(n_tokens / api["median_s"], 1),
+            "peak_rss_inference_mb_outputs_held": api["peak_rss_inference_mb"],
+        },
+        "stages_s": stages,
+        "lstm_ms_per_step_batch64": lstm_step_profile(emb.bilm, args.batch_size),
+        "loadavg": loadavg(),
+    }
 
 
 def top_layer_padded(emb, sentences: list[list[str]]) -> np.ndarray:
@@ -222,7 +247,7 @@ def top_layer_padded(emb, sentences: list[list[str]]) -> np.ndarray:
     tops = [layers[-1] for layers in emb.embed_sentences(sentences)]
     out = np.zeros((len(tops), max(len(t) for t in tops), tops[0].shape[-1]), np.float32)
     for row, top in enumerate(tops):
-        out[row, :len(top)] = top
+        out[row, : len(top)] = top
     return out
 
 
@@ -236,32 +261,90 @@ def run_child(cmd: list[str]) -> dict:
 
 
 def allennlp_cmd(rig: str, size: str, *extra: str) -> list[str]:
-    return [os.path.join(rig, "venv", "bin", "python"), os.path.join(rig, "bench_allennlp.py"), "--size", size,
-            "--threads", "2", *extra]
+    return [
+        os.path.join(rig, "venv", "bin", "python"),
+        os.path.join(rig, "bench_allennlp.py"),
+        "--size",
+        size,
+        "--threads",
+        "2",
+        *extra,
+    ]
 
 
 def run_allennlp(rig: str, args, dump: str | None) -> dict:
     """The rig's protocol (throughput), then its batch-size-1 latency on one 10-token sentence."""
-    out = run_child(allennlp_cmd(rig, args.size, "--batch-size", str(args.batch_size), "--sort", "--repeats",
-                                 str(args.repeats), "--n-sentences", str(args.sentences), "--dump-npy",
-                                 dump or "none"))
+    out = run_child(
+        allennlp_cmd(
+            rig,
+            args.size,
+            "--batch-size",
+            str(args.batch_size),
+            "--sort",
+            "--repeats",
+            str(args.repeats),
+            "--n-sentences",
+            str(args.sentences),
+            "--dump-npy",
+            dump or "none",
+        )
+    )
     with tempfile.NamedTemporaryFile("w", suffix=".txt") as f:
         f.write(" ".join(latency_sentence(read_sentences(args.sentences_file, args.sentences))) + "\n")
         f.flush()
-        latency = run_child(allennlp_cmd(rig, args.size, "--sentences", f.name, "--batch-size", "1", "--repeats",
-                                         str(LATENCY_CALLS), "--dump-npy", "none"))
-    return {"impl": out["impl"], "tokens": out["tokens"], "pass_s": out["forward_s"],
-            "median_s": out["forward_median_s"], "tokens_per_s": out["tokens_per_s"],
-            "cpu_per_wall": out["proc_cpu_per_wall"], "peak_rss_mb": out["peak_rss_mb"],
-            "peak_rss_inference_mb": out["peak_rss_inference_mb"], "batch_to_ids_s": out["ids_s"],
-            "p50_latency_ms": round(1000 * latency["forward_median_s"], 1), "loadavg": out["loadavg"]}
+        latency = run_child(
+            allennlp_cmd(
+                rig,
+                args.size,
+                "--sentences",
+                f.name,
+                "--batch-size",
+                "1",
+                "--repeats",
+                str(LATENCY_CALLS),
+                "--dump-npy",
+                "none",
+            )
+        )
+    return {
+        "impl": out["impl"],
+        "tokens": out["tokens"],
+        "pass_s": out["forward_s"],
+        "median_s": out["forward_median_s"],
+        "tokens_per_s": out["tokens_per_s"],
+        "cpu_per_wall": out["proc_cpu_per_wall"],
+        "peak_rss_mb": out["peak_rss_mb"],
+        "peak_rss_inference_mb": out["peak_rss_inference_mb"],
+        "batch_to_ids_s": out["ids_s"],
+        "p50_latency_ms": round(1000 * latency["forward_median_s"], 1),
+        "loadavg": out["loadavg"],
+    }
 
 
 def ours_cmd(args, dtype: str, dump: str | None) -> list[str]:
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", "--dtype", dtype, "--step-layout", args.step_layout,
-           "--options", args.options,
-           "--weights", args.weights, "--sentences-file", args.sentences_file, "--sentences", str(args.sentences),
-           "--batch-size", str(args.batch_size), "--repeats", str(args.repeats), "--threads", str(args.threads)]
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--child",
+        "--dtype",
+        dtype,
+        "--step-layout",
+        args.step_layout,
+        "--options",
+        args.options,
+        "--weights",
+        args.weights,
+        "--sentences-file",
+        args.sentences_file,
+        "--sentences",
+        str(args.sentences),
+        "--batch-size",
+        str(args.batch_size),
+        "--repeats",
+        str(args.repeats),
+        "--threads",
+        str(args.threads),
+    ]
     return cmd + (["--dump-npy", dump] if dump else [])
 
 
@@ -302,24 +385,43 @@ def compare(args) -> None:
             runs["allennlp"].append(run_allennlp(rig, args, dumps["allennlp"] if first else None))
             for dtype in ("float32", *(extra_dtypes if first else ())):  # the extra dtypes once: a 10-minute run
                 runs[dtype].append(run_child(ours_cmd(args, dtype, dumps[dtype] if first else None)))
-        checks = {"float32_top_layer_max_abs_diff_vs_allennlp": max_abs_diff(dumps["float32"], dumps["allennlp"]),
-                  "top_layer_max_abs": float(np.abs(np.load(dumps["allennlp"])).max()),
-                  **{f"{d}_vs_float32_top_layer_cosine": cosine_stats(dumps[d], dumps["float32"])
-                     for d in extra_dtypes}}
+        checks = {
+            "float32_top_layer_max_abs_diff_vs_allennlp": max_abs_diff(dumps["float32"], dumps["allennlp"]),
+            "top_layer_max_abs": float(np.abs(np.load(dumps["allennlp"])).max()),
+            **{f"{d}_vs_float32_top_layer_cosine": cosine_stats(dumps[d], dumps["float32"]) for d in extra_dtypes},
+        }
     medians = {name: summary(r) for name, r in runs.items()}
     base = medians["allennlp"]
-    ratios = {name: {"throughput": round(m["tokens_per_s"] / base["tokens_per_s"], 2),
-                     "latency": round(m["p50_latency_ms"] / base["p50_latency_ms"], 2),
-                     "peak_rss": round(m["peak_rss_mb"] / base["peak_rss_mb"], 2)}
-              for name, m in medians.items() if name != "allennlp"}
-    result = {"benchmark": "bench_embed --compare-allennlp", "size": args.size,
-              "protocol": {"sentences": args.sentences, "batch_size": args.batch_size, "sorted": True,
-                           "threads": args.threads, "repeats": args.repeats, "rounds": args.rounds,
-                           "order": "alternating: allennlp, ours float32 per round (" + (", ".join(extra_dtypes) or "-")
-                                    + ": first round only); figures are medians over rounds of per-run medians",
-                           "latency": f"one {LATENCY_TOKENS}-token sentence, batch 1, p50 of {LATENCY_CALLS} calls"},
-              "medians": medians, "ratios_vs_allennlp": ratios, "output_check": checks, "runs": runs,
-              "machine": {**machine_info(), "loadavg_end": loadavg()}}
+    ratios = {
+        name: {
+            "throughput": round(m["tokens_per_s"] / base["tokens_per_s"], 2),
+            "latency": round(m["p50_latency_ms"] / base["p50_latency_ms"], 2),
+            "peak_rss": round(m["peak_rss_mb"] / base["peak_rss_mb"], 2),
+        }
+        for name, m in medians.items()
+        if name != "allennlp"
+    }
+    result = {
+        "benchmark": "bench_embed --compare-allennlp",
+        "size": args.size,
+        "protocol": {
+            "sentences": args.sentences,
+            "batch_size": args.batch_size,
+            "sorted": True,
+            "threads": args.threads,
+            "repeats": args.repeats,
+            "rounds": args.rounds,
+            "order": "alternating: allennlp, ours float32 per round ("
+            + (", ".join(extra_dtypes) or "-")
+            + ": first round only); figures are medians over rounds of per-run medians",
+            "latency": f"one {LATENCY_TOKENS}-token sentence, batch 1, p50 of {LATENCY_CALLS} calls",
+        },
+        "medians": medians,
+        "ratios_vs_allennlp": ratios,
+        "output_check": checks,
+        "runs": runs,
+        "machine": {**machine_info(), "loadavg_end": loadavg()},
+    }
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
     path = args.out or os.path.join(HERE, "results", f"bench_embed_{args.size}.json")
     with open(path, "w") as f:
@@ -330,16 +432,21 @@ def compare(args) -> None:
 
 def markdown_table(results: list[dict]) -> str:
     """The README's performance table from results JSONs (one block of rows per results file)."""
-    lines = ["| machine | size | implementation | tokens/s | vs AllenNLP | p50 latency, 10 tokens | vs AllenNLP "
-             "| CPU use (cores) | peak RSS |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| machine | size | implementation | tokens/s | vs AllenNLP | p50 latency, 10 tokens | vs AllenNLP "
+        "| CPU use (cores) | peak RSS |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for result in results:
         machine = f"{result['machine']['cpu']}, {result['machine']['date'][:10]}"
         for name, m in result["medians"].items():
             ratio = result["ratios_vs_allennlp"].get(name, {"throughput": 1.0, "latency": 1.0})
             label = "AllenNLP 2.10.1" if name == "allennlp" else f"elmo_keras {name}"
-            lines.append(f"| {machine} | {result['size']} | {label} | {m['tokens_per_s']:.0f} "
-                         f"| {ratio['throughput']:.2f}x | {m['p50_latency_ms']:.0f} ms | {ratio['latency']:.2f}x "
-                         f"| {m['cpu_per_wall']:.2f} | {m['peak_rss_mb'] / 1024:.2f} GB |")
+            lines.append(
+                f"| {machine} | {result['size']} | {label} | {m['tokens_per_s']:.0f} "
+                f"| {ratio['throughput']:.2f}x | {m['p50_latency_ms']:.0f} ms | {ratio['latency']:.2f}x "
+                f"| {m['cpu_per_wall']:.2f} | {m['peak_rss_mb'] / 1024:.2f} GB |"
+            )
     return "\n".join(lines)
 
 
@@ -353,9 +460,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds (AllenNLP, ours)")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--extra-dtypes", default=None,
-                        help="also run ours with these dtypes (comma-separated; default: bfloat16 where the CPU has "
-                             "bf16 matrix units, as dtype='auto' decides, else none: it is emulated and slow there)")
+    parser.add_argument(
+        "--extra-dtypes",
+        default=None,
+        help="also run ours with these dtypes (comma-separated; default: bfloat16 where the CPU has "
+        "bf16 matrix units, as dtype='auto' decides, else none: it is emulated and slow there)",
+    )
     parser.add_argument("--out", help="results JSON (default benchmarks/results/bench_embed_SIZE.json)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--dtype", default="float32", help=argparse.SUPPRESS)

@@ -1,4 +1,5 @@
 """What every results file records about the run: CPU (model and the flags that matter here), versions, date."""
+
 from __future__ import annotations
 
 import os
@@ -31,6 +32,13 @@ def machine_info() -> dict:
     import numpy as np
     import tensorflow as tf
 
-    return {**cpu(), "cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-            "tensorflow": tf.__version__, "keras": keras.__version__, "numpy": np.__version__,
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    return {
+        **cpu(),
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "tensorflow": tf.__version__,
+        "keras": keras.__version__,
+        "numpy": np.__version__,
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }

@@ -6,6 +6,7 @@ ELMo size, in float32 and mixed_bfloat16. Synthetic sentences (20 tokens) over a
 Each configuration runs in its own process (the dtype policy is global); the median tokens/s over timed
 windows of 10 steps (after 10 warm-up steps) is written to benchmarks/results/pretrain_throughput.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,6 +20,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from machine import machine_info  # noqa: E402
+
 RESULTS = os.path.join(HERE, "results", "pretrain_throughput.json")
 # (vocabulary size, sampled-softmax samples, batch size): the preset's settings; the original is bilm-tf's
 # setup scaled to fit 2 cores (bilm-tf: 793k words, 8192 samples, batch 128 per GPU).
@@ -34,8 +36,11 @@ def run_one(size: str, policy: str, steps: int) -> dict:
 
     keras.mixed_precision.set_global_policy(policy)
     n_vocab, n_sampled, batch = SETTINGS[size]
-    options = (ek.load_options(ek.presets.preset_files("brown-small")["options"]) if size == "preset"
-               else ek.RELEASED_OPTIONS["original"])
+    options = (
+        ek.load_options(ek.presets.preset_files("brown-small")["options"])
+        if size == "preset"
+        else ek.RELEASED_OPTIONS["original"]
+    )
     vocab = Vocabulary(["<S>", "</S>", "<UNK>", *(f"w{i}" for i in range(n_vocab - 3))])
     rng = np.random.default_rng(0)
     sentences = [" ".join(f"w{i}" for i in rng.zipf(1.3, 20) % (n_vocab - 3)) for _ in range(batch * 10)]
@@ -53,9 +58,17 @@ def run_one(size: str, policy: str, steps: int) -> dict:
 
     model.fit(data, steps_per_epoch=steps + 11, epochs=1, verbose=0, callbacks=[Timer()])
     rates = [(k1 - k0) / (t1 - t0) for (t0, k0), (t1, k1) in zip(zip(times, tokens), zip(times[1:], tokens[1:]))]
-    return {"size": size, "policy": policy, "steps_timed": steps, "batch_size": batch, "vocab": n_vocab,
-            "n_sampled": n_sampled, "tokens_per_second_median": statistics.median(rates),
-            "tokens_per_second_windows": rates, "params": int(sum(np.prod(v.shape) for v in model.weights))}
+    return {
+        "size": size,
+        "policy": policy,
+        "steps_timed": steps,
+        "batch_size": batch,
+        "vocab": n_vocab,
+        "n_sampled": n_sampled,
+        "tokens_per_second_median": statistics.median(rates),
+        "tokens_per_second_windows": rates,
+        "params": int(sum(np.prod(v.shape) for v in model.weights)),
+    }
 
 
 def main() -> None:
@@ -72,10 +85,16 @@ def main() -> None:
     results = []
     for size in args.sizes:
         for policy in args.policies:
-            run = subprocess.run([sys.executable, __file__, "--one", size, policy, "--steps", str(args.steps)],
-                                 capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
-                                      "PYTHONPATH": os.pathsep.join([os.path.dirname(HERE),
-                                                                     os.environ.get("PYTHONPATH", "")])})
+            run = subprocess.run(
+                [sys.executable, __file__, "--one", size, policy, "--steps", str(args.steps)],
+                capture_output=True,
+                text=True,
+                env={
+                    **os.environ,
+                    "TF_CPP_MIN_LOG_LEVEL": "3",
+                    "PYTHONPATH": os.pathsep.join([os.path.dirname(HERE), os.environ.get("PYTHONPATH", "")]),
+                },
+            )
             if run.returncode:
                 raise RuntimeError(f"{size}/{policy} failed:\n{run.stderr[-3000:]}")
             results.append(json.loads(run.stdout.strip().splitlines()[-1]))
@@ -86,10 +105,16 @@ def main() -> None:
 def _write(machine: dict, results: list[dict]) -> None:
     os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
     with open(RESULTS, "w", encoding="utf-8") as f:
-        json.dump({"machine": machine, "settings": {k: dict(zip(("vocab", "n_sampled", "batch_size"), v))
-                                                    for k, v in SETTINGS.items()},
-                   "note": "tokens = predicted tokens per direction; median over 10-step windows",
-                   "results": results}, f, indent=2)
+        json.dump(
+            {
+                "machine": machine,
+                "settings": {k: dict(zip(("vocab", "n_sampled", "batch_size"), v)) for k, v in SETTINGS.items()},
+                "note": "tokens = predicted tokens per direction; median over 10-step windows",
+                "results": results,
+            },
+            f,
+            indent=2,
+        )
 
 
 if __name__ == "__main__":

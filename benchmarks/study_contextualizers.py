@@ -23,6 +23,7 @@ every method), so an interrupted run keeps what it did; ``--report`` prints the 
     python benchmarks/study_contextualizers.py --part speed --presets brown-small /tmp/tf-out
     python benchmarks/study_contextualizers.py --report
 """
+
 from __future__ import annotations
 
 import argparse
@@ -71,13 +72,15 @@ def brown_validation() -> list[list[str]]:
     from elmo_keras import datasets
 
     sentences, files = datasets.load_brown()
-    return [s for i, f in enumerate(files) if i % VALID_EVERY == VALID_EVERY - 1
-            for s in sentences[f["start"]:f["stop"]]]
+    return [
+        s for i, f in enumerate(files) if i % VALID_EVERY == VALID_EVERY - 1 for s in sentences[f["start"] : f["stop"]]
+    ]
 
 
 def describe(preset: str) -> dict:
     """Source, encoder type and settings of a preset."""
     from elmo_keras.options import encoder_options, load_options
+
     from elmo_keras.presets import preset_files
 
     kind, settings = encoder_options(load_options(preset_files(preset)["options"]))
@@ -97,8 +100,12 @@ def part_perplexity(preset: str, sentences: list[list[str]]) -> dict:
 
     start = time.perf_counter()
     ppl = BiLanguageModel.from_preset(preset).perplexity(sentences)
-    return {**ppl, "sentences": len(sentences), "tokens": sum(map(len, sentences)),
-            "seconds": round(time.perf_counter() - start, 1)}
+    return {
+        **ppl,
+        "sentences": len(sentences),
+        "tokens": sum(map(len, sentences)),
+        "seconds": round(time.perf_counter() - start, 1),
+    }
 
 
 def part_speed(presets: list[str], sentences: list[list[str]], repeats: int, batch_size: int) -> dict[str, dict]:
@@ -108,8 +115,7 @@ def part_speed(presets: list[str], sentences: list[list[str]], repeats: int, bat
     embedders, out = {}, {}
     for preset in presets:
         start = time.perf_counter()
-        emb = ek.ElmoEmbedder.from_preset(preset, dtype="float32", batch_size=batch_size,
-                                          chunk_size=len(sentences))
+        emb = ek.ElmoEmbedder.from_preset(preset, dtype="float32", batch_size=batch_size, chunk_size=len(sentences))
         out[preset] = {"load_s": round(time.perf_counter() - start, 2), "rounds": []}
         list(emb.embed_sentences(sorted(sentences, key=len)[:batch_size]))  # warm-up batch (tracing)
         emb.embed_sentence(latency_sentence(sentences))
@@ -118,12 +124,18 @@ def part_speed(presets: list[str], sentences: list[list[str]], repeats: int, bat
     for round_ in range(repeats):
         print(f"speed round {round_ + 1}/{repeats}, load {loadavg()}", flush=True)
         for preset, emb in embedders.items():
-            out[preset]["rounds"].append({**timed_pass(emb, sentences), **latency(emb, latency_sentence(sentences)),
-                                          "loadavg": loadavg()})
+            out[preset]["rounds"].append(
+                {**timed_pass(emb, sentences), **latency(emb, latency_sentence(sentences)), "loadavg": loadavg()}
+            )
     for preset, result in out.items():
         rounds = result["rounds"]
-        result.update({"tokens": n_tokens, "median_s": statistics.median(r["median_s"] for r in rounds),
-                       "p50_latency_ms": statistics.median(r["p50_latency_ms"] for r in rounds)})
+        result.update(
+            {
+                "tokens": n_tokens,
+                "median_s": statistics.median(r["median_s"] for r in rounds),
+                "p50_latency_ms": statistics.median(r["p50_latency_ms"] for r in rounds),
+            }
+        )
         result["tokens_per_s"] = round(n_tokens / result["median_s"], 1)
         print(label(preset), {k: result[k] for k in ("tokens_per_s", "p50_latency_ms")}, flush=True)
     return out
@@ -175,9 +187,11 @@ def ratio(result: dict, base: dict, part: str, key: str) -> float | None:
 
 def report_table(presets: dict) -> str:
     base = baseline(presets)
-    lines = ["| preset | encoder | parameters | val. ppl fwd / bwd | tokens/s | vs LSTM | latency, 10 tokens "
-             "| vs LSTM | AG News, ELMo alone % | AG News, ELMo + words % | Senseval 1-NN % (best layer) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| preset | encoder | parameters | val. ppl fwd / bwd | tokens/s | vs LSTM | latency, 10 tokens "
+        "| vs LSTM | AG News, ELMo alone % | AG News, ELMo + words % | Senseval 1-NN % (best layer) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, r in presets.items():
         ppl, speed, best = r.get("perplexity"), r.get("speed", {}), senseval_best(r.get("senseval"))
         lines.append(
@@ -188,7 +202,8 @@ def report_table(presets: dict) -> str:
             f"| {cell(speed.get('p50_latency_ms'), '{:.1f} ms')} "
             f"| {cell(ratio(r, base, 'speed', 'p50_latency_ms'), '{:.2f}x')} "
             f"| {agnews_cell(r, 'trainable')} | {agnews_cell(r, 'trainable+words')} "
-            f"| {cell(best and (pct(best[1]), best[0]), '{0[0]} ({0[1]})')} |")
+            f"| {cell(best and (pct(best[1]), best[0]), '{0[0]} ({0[1]})')} |"
+        )
     return "\n".join(lines)
 
 
@@ -196,13 +211,19 @@ def senseval_table(presets: dict) -> str:
     rows = {name: r["senseval"]["results"]["all"] for name, r in presets.items() if r.get("senseval")}
     if not rows:
         return ""
-    cols = sorted({k for scores in rows.values() for k in scores if k.startswith("elmo_")},
-                  key=lambda k: (k == "elmo_average", k))
-    lines = ["| preset | " + " | ".join(c.removeprefix("elmo_") for c in cols) + " | most frequent sense |",
-             "|---|" + "---|" * (len(cols) + 1)]
+    cols = sorted(
+        {k for scores in rows.values() for k in scores if k.startswith("elmo_")}, key=lambda k: (k == "elmo_average", k)
+    )
+    lines = [
+        "| preset | " + " | ".join(c.removeprefix("elmo_") for c in cols) + " | most frequent sense |",
+        "|---|" + "---|" * (len(cols) + 1),
+    ]
     for name, scores in rows.items():
-        lines.append(f"| {name} | " + " | ".join(pct(scores[c]) if c in scores else "-" for c in cols)
-                     + f" | {pct(scores['most_frequent_sense'])} |")
+        lines.append(
+            f"| {name} | "
+            + " | ".join(pct(scores[c]) if c in scores else "-" for c in cols)
+            + f" | {pct(scores['most_frequent_sense'])} |"
+        )
     return "\n".join(lines)
 
 
@@ -213,13 +234,14 @@ def plot(presets: dict, path: str) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
-
     from matplotlib.lines import Line2D
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    metrics = {"AG News, ELMo alone": ("o", lambda r: r.get("agnews", {}).get("results", {}).get("trainable")),
-               "AG News, ELMo + words": ("s", lambda r: r.get("agnews", {}).get("results", {}).get("trainable+words")),
-               "Senseval 1-NN, best layer": ("^", lambda r: r.get("senseval"))}
+    metrics = {
+        "AG News, ELMo alone": ("o", lambda r: r.get("agnews", {}).get("results", {}).get("trainable")),
+        "AG News, ELMo + words": ("s", lambda r: r.get("agnews", {}).get("results", {}).get("trainable+words")),
+        "Senseval 1-NN, best layer": ("^", lambda r: r.get("senseval")),
+    }
     handles = [Line2D([], [], marker=m, linestyle="", color="k", label=metric) for metric, (m, _) in metrics.items()]
     for i, (name, r) in enumerate(presets.items()):
         if "speed" not in r:
@@ -229,11 +251,17 @@ def plot(presets: dict, path: str) -> str:
         for marker, get in metrics.values():
             if not (value := get(r)):
                 continue
-            y, err = ((100 * value["accuracy_mean"], 100 * value["accuracy_std"]) if "accuracy_mean" in value
-                      else (100 * senseval_best(value)[1], 0))
+            y, err = (
+                (100 * value["accuracy_mean"], 100 * value["accuracy_std"])
+                if "accuracy_mean" in value
+                else (100 * senseval_best(value)[1], 0)
+            )
             left.errorbar(x, y, yerr=err, fmt=marker, color=f"C{i}", capsize=3)
-    left.set(xlabel="inference tokens/s (float32, this CPU)", ylabel="accuracy %",
-             title="accuracy vs speed (AG News: mean ± std over seeds)")
+    left.set(
+        xlabel="inference tokens/s (float32, this CPU)",
+        ylabel="accuracy %",
+        title="accuracy vs speed (AG News: mean ± std over seeds)",
+    )
     left.legend(handles=handles, fontsize=8)
     names = [n for n, r in presets.items() if "perplexity" in r]
     x = np.arange(len(names))
@@ -257,9 +285,11 @@ def report(results_path: str, figure: str) -> None:
     print(senseval_table(presets), "\n")
     for part, settings in results.get("settings", {}).items():
         machine = settings["meta"]["machine"]
-        print(f"- {part}: {json.dumps({k: v for k, v in settings.items() if k != 'meta'})}; {machine['cpu']}, "
-              f"{machine['cpus']} CPUs, {settings['meta']['threads']} threads, TensorFlow {machine['tensorflow']}, "
-              f"{machine['date']}")
+        print(
+            f"- {part}: {json.dumps({k: v for k, v in settings.items() if k != 'meta'})}; {machine['cpu']}, "
+            f"{machine['cpus']} CPUs, {settings['meta']['threads']} threads, TensorFlow {machine['tensorflow']}, "
+            f"{machine['date']}"
+        )
     print("\nplot:", plot(presets, figure))
 
 
@@ -275,8 +305,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=5, help="speed: alternating rounds (one pass per preset)")
     parser.add_argument("--batch-size", type=int, default=64, help="speed: sentences per batch")
     parser.add_argument("--threads", type=int, default=2, help="TensorFlow intra- and inter-op threads")
-    parser.add_argument("--limit", type=int, default=None,
-                        help="smoke test: AG News training texts, senseval rows, perplexity sentences")
+    parser.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        help="smoke test: AG News training texts, senseval rows, perplexity sentences",
+    )
     parser.add_argument("--out", default=RESULTS)
     parser.add_argument("--report", action="store_true", help="print the tables of --out and write --figure")
     parser.add_argument("--figure", default=FIGURE)
@@ -290,9 +324,13 @@ def main(argv: list[str] | None = None) -> None:
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     import elmo_keras
 
-    meta = {"machine": machine_info(), "elmo_keras": elmo_keras.__version__, "threads": args.threads,
-            "command": "python benchmarks/study_contextualizers.py " + " ".join(sys.argv[1:] if argv is None else argv),
-            "units": "fractions (0.85 = 85%)"}
+    meta = {
+        "machine": machine_info(),
+        "elmo_keras": elmo_keras.__version__,
+        "threads": args.threads,
+        "command": "python benchmarks/study_contextualizers.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "units": "fractions (0.85 = 85%)",
+    }
     for preset in args.presets:
         for key, value in describe(preset).items():
             save(args.out, ["presets", label(preset), key], value)
@@ -301,26 +339,45 @@ def main(argv: list[str] | None = None) -> None:
         for preset in args.presets:
             save(args.out, ["presets", label(preset), "params"], part_params(preset))
     if "perplexity" in args.part:
-        sentences = valid[:args.limit] if args.limit else valid
-        save(args.out, ["settings", "perplexity"], {"data": "Brown held-out files (every 20th, RECIPE.md)",
-                                                    "softmax": "full", "meta": meta})
+        sentences = valid[: args.limit] if args.limit else valid
+        save(
+            args.out,
+            ["settings", "perplexity"],
+            {"data": "Brown held-out files (every 20th, RECIPE.md)", "softmax": "full", "meta": meta},
+        )
         for preset in args.presets:
             ppl = part_perplexity(preset, sentences)
             print(label(preset), "perplexity", ppl, flush=True)
             save(args.out, ["presets", label(preset), "perplexity"], ppl)
     if "speed" in args.part:
-        speed = part_speed(args.presets, valid[:args.speed_sentences], args.repeats, args.batch_size)
-        save(args.out, ["settings", "speed"],
-             {"sentences": args.speed_sentences, "batch_size": args.batch_size, "repeats": args.repeats,
-              "dtype": "float32", "latency": f"one {LATENCY_TOKENS}-token sentence, batch 1, p50 of "
-                                             f"{LATENCY_CALLS} calls per round, median over rounds",
-              "order": "presets alternating within each round", "meta": meta})
+        speed = part_speed(args.presets, valid[: args.speed_sentences], args.repeats, args.batch_size)
+        save(
+            args.out,
+            ["settings", "speed"],
+            {
+                "sentences": args.speed_sentences,
+                "batch_size": args.batch_size,
+                "repeats": args.repeats,
+                "dtype": "float32",
+                "latency": f"one {LATENCY_TOKENS}-token sentence, batch 1, p50 of "
+                f"{LATENCY_CALLS} calls per round, median over rounds",
+                "order": "presets alternating within each round",
+                "meta": meta,
+            },
+        )
         for preset, result in speed.items():
             save(args.out, ["presets", label(preset), "speed"], result)
     if "agnews" in args.part:
         for preset in args.presets:
-            part_agnews(args.seeds, args.epochs, args.patience, args.limit, AGNEWS_METHODS, preset,
-                        save=agnews_saver(args.out, preset, meta))
+            part_agnews(
+                args.seeds,
+                args.epochs,
+                args.patience,
+                args.limit,
+                AGNEWS_METHODS,
+                preset,
+                save=agnews_saver(args.out, preset, meta),
+            )
     if "senseval" in args.part:
         for preset in args.presets:
             part = part_senseval(args.limit, preset, static_baselines=False)  # the layer-weighting study has them
@@ -330,10 +387,12 @@ def main(argv: list[str] | None = None) -> None:
 
 def agnews_saver(path: str, preset: str, meta: dict):
     """``save`` callback for ``part_agnews``: called after each method with everything done so far."""
+
     def save_agnews(part: dict) -> None:
         save(path, ["settings", "agnews"], {**part["settings"], "meta": meta})
-        save(path, ["presets", label(preset), "agnews"],
-             {"results": part["results"], "diagnostics": part["diagnostics"]})
+        save(
+            path, ["presets", label(preset), "agnews"], {"results": part["results"], "diagnostics": part["diagnostics"]}
+        )
 
     return save_agnews
 

@@ -18,6 +18,7 @@ Results are merged into ``benchmarks/results/study_layer_weighting.json`` (fract
 
     python benchmarks/study_layer_weighting.py --part agnews senseval reuters
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,10 +35,15 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from machine import machine_info  # noqa: E402
+
 DATA = os.path.join(HERE, "data")
 RESULTS = os.path.join(HERE, "results", "study_layer_weighting.json")
-ELMO_METHODS = {"trainable": {"mix": "trainable"}, "fixed": {"mix": "fixed", "mix_weights": [0.45, 0.15, 0.40]},
-                "mlp": {"mix": "mlp"}, "top": {"mix": "top"}}
+ELMO_METHODS = {
+    "trainable": {"mix": "trainable"},
+    "fixed": {"mix": "fixed", "mix_weights": [0.45, 0.15, 0.40]},
+    "mlp": {"mix": "mlp"},
+    "top": {"mix": "top"},
+}
 STATIC_METHODS = ("cbow", "svd", "fasttext")
 CONTROLS = ("cbow_raw", "random")
 WORD_METHODS = ("fixed+words", "trainable+words", "svd+words", "words")
@@ -91,16 +97,17 @@ def static_features(vectors, token_lists: list[list[str]], batch: int = 512) -> 
     layer = vectors.embedding(extra_words={t for tokens in token_lists for t in tokens})
     out = []
     for start in range(0, len(token_lists), batch):
-        part = token_lists[start:start + batch]
+        part = token_lists[start : start + batch]
         values = np.asarray(layer(pad_tokens(part)))
-        out += [values[i, :len(tokens), None, :].astype(np.float16) for i, tokens in enumerate(part)]
+        out += [values[i, : len(tokens), None, :].astype(np.float16) for i, tokens in enumerate(part)]
     return out
 
 
 def elmo_features(token_lists: list[list[str]], preset: str) -> list[np.ndarray]:
     """``preset``: a preset name or a pretraining output folder."""
-    import elmo_keras as ek
     from elmo_keras.features import embed_layers
+
+    import elmo_keras as ek
 
     return embed_layers(ek.ElmoEmbedder.from_preset(preset), token_lists, progress=True)
 
@@ -108,33 +115,49 @@ def elmo_features(token_lists: list[list[str]], preset: str) -> list[np.ndarray]
 def oov_rates(words: set[str], token_lists: list[list[str]]) -> dict:
     tokens = [t for tokens in token_lists for t in tokens]
     types = set(tokens)
-    return {"token_oov": float(np.mean([t not in words for t in tokens])),
-            "type_oov": float(np.mean([t not in words for t in types]))}
+    return {
+        "token_oov": float(np.mean([t not in words for t in tokens])),
+        "type_oov": float(np.mean([t not in words for t in types])),
+    }
 
 
 # ----------------------------------------------------------------------------------------------- part 1
-def train_head(features, labels, val, test, n_classes: int, seed: int, epochs: int, patience: int,
-               multi_label: bool = False, units: int = UNITS, batch_size: int = BATCH_SIZE,
-               tokens: tuple | None = None, **mix) -> dict:
+def train_head(
+    features,
+    labels,
+    val,
+    test,
+    n_classes: int,
+    seed: int,
+    epochs: int,
+    patience: int,
+    multi_label: bool = False,
+    units: int = UNITS,
+    batch_size: int = BATCH_SIZE,
+    tokens: tuple | None = None,
+    **mix,
+) -> dict:
     """Fit ``features_classifier`` with early stopping on validation; return test predictions and curves.
 
     ``tokens``: (fit, validation, test) token lists: adds a learned task word embedding beside the features.
     """
     import keras
-
-    from elmo_keras import models
     from elmo_keras.baselines import StaticEmbedding
     from elmo_keras.callbacks import LayerWeightsHistory
     from elmo_keras.features import features_dataset
+
+    from elmo_keras import models
 
     keras.utils.set_random_seed(seed)
     n_layers, dim = features[0].shape[1:]
     fit_tokens, val_tokens, test_tokens = tokens or (None, None, None)
     words = StaticEmbedding.from_corpus(fit_tokens, WORD_DIM, name="words") if tokens else None
-    model = models.features_classifier(n_layers, dim, n_classes, units=units, learning_rate=2e-3,
-                                       multi_label=multi_label, word_embedding=words, **mix)
-    train_ds = features_dataset(features, labels, batch_size, shuffle=True, seed=seed, bucket_boundaries=BUCKETS,
-                                tokens=fit_tokens)
+    model = models.features_classifier(
+        n_layers, dim, n_classes, units=units, learning_rate=2e-3, multi_label=multi_label, word_embedding=words, **mix
+    )
+    train_ds = features_dataset(
+        features, labels, batch_size, shuffle=True, seed=seed, bucket_boundaries=BUCKETS, tokens=fit_tokens
+    )
     val_ds = features_dataset(val[0], val[1], batch_size, bucket_boundaries=BUCKETS, tokens=val_tokens)
     # multi-label F1 at 0.5 stays 0 for the first epochs, so stop on validation loss there
     monitor, mode = ("val_loss", "min") if multi_label else ("val_accuracy", "max")
@@ -145,11 +168,17 @@ def train_head(features, labels, val, test, n_classes: int, seed: int, epochs: i
     seconds = time.perf_counter() - start
     curve = fit.history["val_micro_f1" if multi_label else "val_accuracy"]
     probabilities = model.predict(features_dataset(test[0], batch_size=batch_size, tokens=test_tokens), verbose=0)
-    return {"probabilities": probabilities, "curve": [float(v) for v in curve],
-            "val_loss": [float(v) for v in fit.history["val_loss"]], "peak_epoch": int(stop.best_epoch) + 1,
-            "epochs_run": len(curve), "seconds": seconds,
-            "mix_weights": {k: v for k, v in weights.history.items()},
-            "mix_logits": {k: v for k, v in weights.raw.items()}, "mix_gamma": dict(weights.gamma)}
+    return {
+        "probabilities": probabilities,
+        "curve": [float(v) for v in curve],
+        "val_loss": [float(v) for v in fit.history["val_loss"]],
+        "peak_epoch": int(stop.best_epoch) + 1,
+        "epochs_run": len(curve),
+        "seconds": seconds,
+        "mix_weights": {k: v for k, v in weights.history.items()},
+        "mix_logits": {k: v for k, v in weights.raw.items()},
+        "mix_gamma": dict(weights.gamma),
+    }
 
 
 def mean_std(runs: list[dict], keys) -> dict:
@@ -165,10 +194,12 @@ def classification_scores(y_true: np.ndarray, probabilities: np.ndarray) -> dict
     from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, log_loss
 
     predicted = probabilities.argmax(-1)
-    return {"accuracy": float(accuracy_score(y_true, predicted)),
-            "f1": float(f1_score(y_true, predicted, average="macro")),
-            "test_loss": float(log_loss(y_true, np.clip(probabilities, 1e-7, 1), labels=range(probabilities.shape[1]))),
-            "confusion": confusion_matrix(y_true, predicted).tolist()}
+    return {
+        "accuracy": float(accuracy_score(y_true, predicted)),
+        "f1": float(f1_score(y_true, predicted, average="macro")),
+        "test_loss": float(log_loss(y_true, np.clip(probabilities, 1e-7, 1), labels=range(probabilities.shape[1]))),
+        "confusion": confusion_matrix(y_true, predicted).tolist(),
+    }
 
 
 def summarize(runs: list[dict]) -> dict:
@@ -179,8 +210,16 @@ def summarize(runs: list[dict]) -> dict:
     return out
 
 
-def part_agnews(seeds: list[int], epochs: int, patience: int, limit: int | None, methods: list[str],
-                preset: str = "brown-small", save=lambda part: None, head: str = "bigru") -> dict:
+def part_agnews(
+    seeds: list[int],
+    epochs: int,
+    patience: int,
+    limit: int | None,
+    methods: list[str],
+    preset: str = "brown-small",
+    save=lambda part: None,
+    head: str = "bigru",
+) -> dict:
     """Runs every method; ``save(part)`` is called after each one, so an interrupted run keeps what it did."""
     from elmo_keras import datasets
 
@@ -197,7 +236,7 @@ def part_agnews(seeds: list[int], epochs: int, patience: int, limit: int | None,
     def split(feats):
         fit = [f for f, v in zip(feats, is_val) if not v]
         val = [f for f, v in zip(feats, is_val) if v]
-        return fit, (val, y_train[is_val]), (feats[len(train_tokens):], y_test)
+        return fit, (val, y_train[is_val]), (feats[len(train_tokens) :], y_test)
 
     results, diagnostics = {}, {}
     feature_sets: dict[str, list[np.ndarray]] = {}
@@ -225,24 +264,44 @@ def part_agnews(seeds: list[int], epochs: int, patience: int, limit: int | None,
                 lookup_tokens = all_tokens
                 if method == "cbow_raw":  # whitespace tokens as in the raw CSV: "loan." stays one token
                     raw = datasets.load_ag_news(tokenize=False)
-                    lookup_tokens = [t.split() for t in list(raw.train_texts[: len(train_tokens)]) +
-                                     list(raw.test_texts[: len(test_tokens)])]
+                    lookup_tokens = [
+                        t.split()
+                        for t in list(raw.train_texts[: len(train_tokens)]) + list(raw.test_texts[: len(test_tokens)])
+                    ]
                 feats = static_features(vectors, lookup_tokens)
-                diagnostics[base] = {"vocabulary": len(vectors.words),
-                                     **oov_rates(set(vectors.words), lookup_tokens),
-                                     "seconds": time.perf_counter() - start}
+                diagnostics[base] = {
+                    "vocabulary": len(vectors.words),
+                    **oov_rates(set(vectors.words), lookup_tokens),
+                    "seconds": time.perf_counter() - start,
+                }
         fit, val, test = split(feats)
-        runs = [train_summary(fit, y_train[~is_val], val, test, seed, epochs, patience, {**mix, "tokens": tokens, "head": head})
-                for seed in seeds]
+        runs = [
+            train_summary(
+                fit, y_train[~is_val], val, test, seed, epochs, patience, {**mix, "tokens": tokens, "head": head}
+            )
+            for seed in seeds
+        ]
         results[method] = summarize(runs)
-        print(method, {k: round(v, 4) for k, v in results[method].items() if k.endswith(("_mean", "_std"))},
-              flush=True)
-        part = {"results": results, "diagnostics": diagnostics,
-                "settings": {"train": int((~is_val).sum()), "validation": int(is_val.sum()),
-                             "test": len(test_tokens), "seeds": seeds, "max_epochs": epochs, "patience": patience,
-                             "head": head, "units": UNITS, "batch_size": BATCH_SIZE, "learning_rate": 2e-3,
-                             "static_dim": STATIC_DIM, "word_dim": WORD_DIM,
-                             "static_training": "Brown, min_count 2, window 5, 10 epochs (svd: PPMI, window 5)"}}
+        print(method, {k: round(v, 4) for k, v in results[method].items() if k.endswith(("_mean", "_std"))}, flush=True)
+        part = {
+            "results": results,
+            "diagnostics": diagnostics,
+            "settings": {
+                "train": int((~is_val).sum()),
+                "validation": int(is_val.sum()),
+                "test": len(test_tokens),
+                "seeds": seeds,
+                "max_epochs": epochs,
+                "patience": patience,
+                "head": head,
+                "units": UNITS,
+                "batch_size": BATCH_SIZE,
+                "learning_rate": 2e-3,
+                "static_dim": STATIC_DIM,
+                "word_dim": WORD_DIM,
+                "static_training": "Brown, min_count 2, window 5, 10 epochs (svd: PPMI, window 5)",
+            },
+        }
         save(part)
     return part
 
@@ -265,6 +324,7 @@ def load_senseval() -> list[dict]:
 
 def one_nn_accuracy(train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray, test_y: np.ndarray) -> float:
     """Cosine 1-nearest-neighbour accuracy."""
+
     def unit(x):
         return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 
@@ -272,8 +332,13 @@ def one_nn_accuracy(train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray
     return float(np.mean(train_y[nearest] == test_y))
 
 
-def part_senseval(limit: int | None, preset: str = "brown-small", test_fraction: float = 0.2, window: int = 5,
-                  static_baselines: bool = True) -> dict:
+def part_senseval(
+    limit: int | None,
+    preset: str = "brown-small",
+    test_fraction: float = 0.2,
+    window: int = 5,
+    static_baselines: bool = True,
+) -> dict:
     """1-NN sense accuracy per ELMo layer of ``preset`` and (``static_baselines``) of static Brown vectors."""
     from elmo_keras import datasets
 
@@ -289,10 +354,22 @@ def part_senseval(limit: int | None, preset: str = "brown-small", test_fraction:
     for method, vectors in static.items():  # unknown words: the mean vector (StaticEmbedding's rule)
         feats = static_features(vectors, [r["tokens"] for r in rows])
         static_target[method] = np.stack([f[r["target_index"], 0] for f, r in zip(feats, rows)]).astype(np.float32)
-        static_context[method] = np.stack([
-            f[[j for j in range(max(0, r["target_index"] - window), min(len(f), r["target_index"] + window + 1))
-               if j != r["target_index"]] or [r["target_index"]], 0].astype(np.float32).mean(0)
-            for f, r in zip(feats, rows)])
+        static_context[method] = np.stack(
+            [
+                f[
+                    [
+                        j
+                        for j in range(max(0, r["target_index"] - window), min(len(f), r["target_index"] + window + 1))
+                        if j != r["target_index"]
+                    ]
+                    or [r["target_index"]],
+                    0,
+                ]
+                .astype(np.float32)
+                .mean(0)
+                for f, r in zip(feats, rows)
+            ]
+        )
     rng = np.random.default_rng(0)
     out = {}
     for word in sorted({r["word"] for r in rows}):
@@ -305,24 +382,40 @@ def part_senseval(limit: int | None, preset: str = "brown-small", test_fraction:
         tr, te = index[~is_test], index[is_test]
         y_tr, y_te = senses[~is_test], senses[is_test]
         majority = Counter(y_tr).most_common(1)[0][0]
-        scores = {"n_train": int(len(tr)), "n_test": int(len(te)), "n_senses": int(len(np.unique(senses))),
-                  "chance": 1.0 / len(np.unique(senses)), "most_frequent_sense": float(np.mean(y_te == majority))}
+        scores = {
+            "n_train": int(len(tr)),
+            "n_test": int(len(te)),
+            "n_senses": int(len(np.unique(senses))),
+            "chance": 1.0 / len(np.unique(senses)),
+            "most_frequent_sense": float(np.mean(y_te == majority)),
+        }
         for layer in range(targets.shape[1]):
             scores[f"elmo_layer{layer}"] = one_nn_accuracy(targets[tr, layer], y_tr, targets[te, layer], y_te)
         scores["elmo_average"] = one_nn_accuracy(targets[tr].mean(1), y_tr, targets[te].mean(1), y_te)
         for method in static:
-            scores[f"{method}_target"] = one_nn_accuracy(static_target[method][tr], y_tr,
-                                                         static_target[method][te], y_te)
-            scores[f"{method}_context"] = one_nn_accuracy(static_context[method][tr], y_tr,
-                                                          static_context[method][te], y_te)
+            scores[f"{method}_target"] = one_nn_accuracy(
+                static_target[method][tr], y_tr, static_target[method][te], y_te
+            )
+            scores[f"{method}_context"] = one_nn_accuracy(
+                static_context[method][tr], y_tr, static_context[method][te], y_te
+            )
         out[word] = scores
         print(word, {k: round(v, 3) for k, v in scores.items()}, flush=True)
     weights = np.array([out[w]["n_test"] for w in out], float)
-    out["all"] = {k: float(np.average([out[w][k] for w in out if w != "all"], weights=weights))
-                  for k in out[next(iter(out))] if k not in ("n_train", "n_test", "n_senses")}
-    return {"results": out, "settings": {"split": f"stratified per word and sense, {test_fraction:.0%} test, seed 0",
-                                         "static_context_window": window, "distance": "cosine, 1-NN",
-                                         "static_training": "lower-cased Brown, min_count 2, 10 epochs"}}
+    out["all"] = {
+        k: float(np.average([out[w][k] for w in out if w != "all"], weights=weights))
+        for k in out[next(iter(out))]
+        if k not in ("n_train", "n_test", "n_senses")
+    }
+    return {
+        "results": out,
+        "settings": {
+            "split": f"stratified per word and sense, {test_fraction:.0%} test, seed 0",
+            "static_context_window": window,
+            "distance": "cosine, 1-NN",
+            "static_training": "lower-cased Brown, min_count 2, 10 epochs",
+        },
+    }
 
 
 # ----------------------------------------------------------------------------------------------- part 3
@@ -346,14 +439,17 @@ def multilabel_scores(y_true: np.ndarray, scores: np.ndarray) -> dict:
 
     predicted = (scores >= 0.5).astype(int)
     top = np.argsort(-scores, axis=1)
-    return {"micro_f1": float(f1_score(y_true, predicted, average="micro", zero_division=0)),
-            "macro_f1": float(f1_score(y_true, predicted, average="macro", zero_division=0)),
-            "precision_at_1": float(np.mean(y_true[np.arange(len(y_true)), top[:, 0]])),
-            "precision_at_5": float(np.mean(np.take_along_axis(y_true, top[:, :5], axis=1).sum(1) / 5))}
+    return {
+        "micro_f1": float(f1_score(y_true, predicted, average="micro", zero_division=0)),
+        "macro_f1": float(f1_score(y_true, predicted, average="macro", zero_division=0)),
+        "precision_at_1": float(np.mean(y_true[np.arange(len(y_true)), top[:, 0]])),
+        "precision_at_5": float(np.mean(np.take_along_axis(y_true, top[:, :5], axis=1).sum(1) / 5)),
+    }
 
 
-def part_reuters(seeds: list[int], epochs: int, patience: int, limit: int | None, methods: list[str],
-                 preset: str = "brown-small") -> dict:
+def part_reuters(
+    seeds: list[int], epochs: int, patience: int, limit: int | None, methods: list[str], preset: str = "brown-small"
+) -> dict:
     train, test, categories = load_reuters()
     if limit:
         train, test = train[:limit], test[: limit // 2]
@@ -372,8 +468,11 @@ def part_reuters(seeds: list[int], epochs: int, patience: int, limit: int | None
     all_tokens = [d["tokens"] for d in train + test]
 
     def split(items):
-        return ([x for x, v in zip(items, is_val) if not v], [x for x, v in zip(items, is_val) if v],
-                items[len(train):])
+        return (
+            [x for x, v in zip(items, is_val) if not v],
+            [x for x, v in zip(items, is_val) if v],
+            items[len(train) :],
+        )
 
     feature_sets: dict[str, tuple] = {}  # features split (fit, val, test), computed once per biLM / static method
     for method in methods:
@@ -392,26 +491,49 @@ def part_reuters(seeds: list[int], epochs: int, patience: int, limit: int | None
         tokens = split(all_tokens) if method.endswith("+words") else None
         runs = []
         for seed in seeds:
-            out = train_head(fit_f, y_train[~is_val], (val_f, y_train[is_val]), (test_f, y_test),
-                             n_classes=len(categories), seed=seed, epochs=epochs, patience=patience,
-                             multi_label=True, batch_size=REUTERS_BATCH_SIZE, tokens=tokens, **mix)
+            out = train_head(
+                fit_f,
+                y_train[~is_val],
+                (val_f, y_train[is_val]),
+                (test_f, y_test),
+                n_classes=len(categories),
+                seed=seed,
+                epochs=epochs,
+                patience=patience,
+                multi_label=True,
+                batch_size=REUTERS_BATCH_SIZE,
+                tokens=tokens,
+                **mix,
+            )
             runs.append({"seed": seed, **multilabel_scores(y_test, out.pop("probabilities")), **out})
         summary = mean_std(runs, ("micro_f1", "macro_f1", "precision_at_1", "precision_at_5"))
         results[method] = {**summary, "runs": runs}
         print(method, {k: round(v, 4) for k, v in summary.items()}, flush=True)
-    return {"results": results, "settings": {"train": int((~is_val).sum()), "validation": int(is_val.sum()),
-                                             "test": len(test), "labels": len(categories), "seeds": seeds,
-                                             "max_epochs": epochs, "patience": patience, "threshold": 0.5,
-                                             "head": "bigru (multi-label)", "units": UNITS,
-                                             "batch_size": REUTERS_BATCH_SIZE,
-                                             "early_stopping": "validation loss"}}
+    return {
+        "results": results,
+        "settings": {
+            "train": int((~is_val).sum()),
+            "validation": int(is_val.sum()),
+            "test": len(test),
+            "labels": len(categories),
+            "seeds": seeds,
+            "max_epochs": epochs,
+            "patience": patience,
+            "threshold": 0.5,
+            "head": "bigru (multi-label)",
+            "units": UNITS,
+            "batch_size": REUTERS_BATCH_SIZE,
+            "early_stopping": "validation loss",
+        },
+    }
 
 
 # ----------------------------------------------------------------------------------------------- main
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--part", nargs="+", default=["agnews", "senseval", "reuters"],
-                        choices=["agnews", "senseval", "reuters"])
+    parser.add_argument(
+        "--part", nargs="+", default=["agnews", "senseval", "reuters"], choices=["agnews", "senseval", "reuters"]
+    )
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--epochs", type=int, default=15)
     parser.add_argument("--patience", type=int, default=4)
@@ -425,24 +547,50 @@ def main(argv=None) -> None:
     parser.add_argument("--label", default="", help="suffix for the result keys, e.g. '@ag' for another --preset")
     parser.add_argument("--out", default=RESULTS)
     args = parser.parse_args(argv)
-    meta = {"machine": machine_info(), "command": "python benchmarks/study_layer_weighting.py " +
-            " ".join(os.sys.argv[1:] if argv is None else argv), "units": "fractions (0.85 = 85%)",
-            "preset": args.preset}
+    meta = {
+        "machine": machine_info(),
+        "command": "python benchmarks/study_layer_weighting.py " + " ".join(os.sys.argv[1:] if argv is None else argv),
+        "units": "fractions (0.85 = 85%)",
+        "preset": args.preset,
+    }
 
     def save_agnews(part: dict) -> None:
         results = {method + args.label: result for method, result in part["results"].items()}
         diagnostics = {key + args.label: value for key, value in part["diagnostics"].items()}
-        merge_results({**results, "ag_news": {"settings": part["settings"], "meta": meta, "diagnostics": diagnostics}},
-                      args.out)
+        merge_results(
+            {**results, "ag_news": {"settings": part["settings"], "meta": meta, "diagnostics": diagnostics}}, args.out
+        )
 
     if "agnews" in args.part:
-        part_agnews(args.seeds, args.epochs, args.patience, args.limit, args.methods, args.preset, save=save_agnews,
-                    head=args.head)
+        part_agnews(
+            args.seeds,
+            args.epochs,
+            args.patience,
+            args.limit,
+            args.methods,
+            args.preset,
+            save=save_agnews,
+            head=args.head,
+        )
     if "senseval" in args.part:
         merge_results({"senseval": {**part_senseval(args.limit, args.preset), "meta": meta}}, args.out)
     if "reuters" in args.part:
-        merge_results({"reuters": {**part_reuters(args.reuters_seeds, args.reuters_epochs, args.patience, args.limit,
-                                                  args.reuters_methods, args.preset), "meta": meta}}, args.out)
+        merge_results(
+            {
+                "reuters": {
+                    **part_reuters(
+                        args.reuters_seeds,
+                        args.reuters_epochs,
+                        args.patience,
+                        args.limit,
+                        args.reuters_methods,
+                        args.preset,
+                    ),
+                    "meta": meta,
+                }
+            },
+            args.out,
+        )
 
 
 if __name__ == "__main__":

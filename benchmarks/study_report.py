@@ -1,7 +1,8 @@
 """Tables (markdown, printed) and plots (docs/figures/*.png) from the study's results files.
 
-    python benchmarks/study_report.py [--merge benchmarks/results/study_elmo.json ...static.json ...]
+python benchmarks/study_report.py [--merge benchmarks/results/study_elmo.json ...static.json ...]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -13,10 +14,28 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
 FIGURES = os.path.join(HERE, os.pardir, "docs", "figures")
-PUBLISHED = {"trainable": (0.7192, 0.7183), "fixed": (0.7162, 0.7059), "mlp": (0.7164, 0.7164),
-             "cbow": (0.4234, None), "svd": (0.4259, None)}
-METHODS = ("trainable", "fixed", "mlp", "top", "cbow", "svd", "fasttext", "cbow_raw", "random", "words", "svd+words",
-           "fixed+words", "trainable+words")
+PUBLISHED = {
+    "trainable": (0.7192, 0.7183),
+    "fixed": (0.7162, 0.7059),
+    "mlp": (0.7164, 0.7164),
+    "cbow": (0.4234, None),
+    "svd": (0.4259, None),
+}
+METHODS = (
+    "trainable",
+    "fixed",
+    "mlp",
+    "top",
+    "cbow",
+    "svd",
+    "fasttext",
+    "cbow_raw",
+    "random",
+    "words",
+    "svd+words",
+    "fixed+words",
+    "trainable+words",
+)
 
 
 def pct(mean: float, std: float | None = None) -> str:
@@ -24,39 +43,48 @@ def pct(mean: float, std: float | None = None) -> str:
 
 
 def classification_table(results: dict) -> str:
-    lines = ["| method | accuracy % | macro-F1 % | test loss | peak epoch | seeds | published acc. % |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| method | accuracy % | macro-F1 % | test loss | peak epoch | seeds | published acc. % |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for method in METHODS:
         if method not in results:
             continue
         r = results[method]
         published = PUBLISHED.get(method, (None,))[0]
-        lines.append(f"| {method} | {pct(r['accuracy_mean'], r['accuracy_std'])} | {pct(r['f1_mean'], r['f1_std'])} "
-                     f"| {r['test_loss_mean']:.3f} ± {r['test_loss_std']:.3f} "
-                     f"| {r['peak_epoch_mean']:.1f} ± {r['peak_epoch_std']:.1f} | {len(r['runs'])} "
-                     f"| {pct(published) if published else '-'} |")
+        lines.append(
+            f"| {method} | {pct(r['accuracy_mean'], r['accuracy_std'])} | {pct(r['f1_mean'], r['f1_std'])} "
+            f"| {r['test_loss_mean']:.3f} ± {r['test_loss_std']:.3f} "
+            f"| {r['peak_epoch_mean']:.1f} ± {r['peak_epoch_std']:.1f} | {len(r['runs'])} "
+            f"| {pct(published) if published else '-'} |"
+        )
     return "\n".join(lines)
 
 
 def weights_table(results: dict) -> str:
-    lines = ["| seed | softmax weights (token, layer 1, layer 2) at the end | raw logits | gamma | epochs |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "| seed | softmax weights (token, layer 1, layer 2) at the end | raw logits | gamma | epochs |",
+        "|---|---|---|---|---|",
+    ]
     for run in results["trainable"]["runs"]:
         w, raw = run["mix_weights"]["layer_mix"][-1], run["mix_logits"]["layer_mix"][-1]
-        lines.append(f"| {run['seed']} | {', '.join(f'{v:.3f}' for v in w)} | {', '.join(f'{v:+.3f}' for v in raw)} "
-                     f"| {run['mix_gamma']['layer_mix'][-1]:.3f} | {run['epochs_run']} |")
+        lines.append(
+            f"| {run['seed']} | {', '.join(f'{v:.3f}' for v in w)} | {', '.join(f'{v:+.3f}' for v in raw)} "
+            f"| {run['mix_gamma']['layer_mix'][-1]:.3f} | {run['epochs_run']} |"
+        )
     return "\n".join(lines)
 
 
 def early_curve_table(results: dict, epochs: int = 4) -> str:
-    lines = ["| method | " + " | ".join(f"val. acc. epoch {e}" for e in range(1, epochs + 1)) + " |",
-             "|---|" + "---|" * epochs]
+    lines = [
+        "| method | " + " | ".join(f"val. acc. epoch {e}" for e in range(1, epochs + 1)) + " |",
+        "|---|" + "---|" * epochs,
+    ]
     for method in METHODS:
         if method not in results:
             continue
         curves = [r["curve"] for r in results[method]["runs"]]
-        cells = [pct(float(np.mean(v))) if (v := [c[e] for c in curves if len(c) > e]) else "-"
-                 for e in range(epochs)]
+        cells = [pct(float(np.mean(v))) if (v := [c[e] for c in curves if len(c) > e]) else "-" for e in range(epochs)]
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -77,8 +105,20 @@ def confusion_tables(results: dict, class_names: list[str], methods=("trainable"
 
 def senseval_table(senseval: dict) -> str:
     res = senseval["results"]
-    cols = ["chance", "most_frequent_sense", "elmo_layer0", "elmo_layer1", "elmo_layer2", "elmo_average",
-            "cbow_target", "cbow_context", "svd_target", "svd_context", "fasttext_target", "fasttext_context"]
+    cols = [
+        "chance",
+        "most_frequent_sense",
+        "elmo_layer0",
+        "elmo_layer1",
+        "elmo_layer2",
+        "elmo_average",
+        "cbow_target",
+        "cbow_context",
+        "svd_target",
+        "svd_context",
+        "fasttext_target",
+        "fasttext_context",
+    ]
     lines = ["| word | n train / test | " + " | ".join(cols) + " |", "|---|---|" + "---|" * len(cols)]
     for word, r in res.items():
         size = f"{r['n_train']} / {r['n_test']}" if "n_train" in r else "all (weighted)"
@@ -87,14 +127,18 @@ def senseval_table(senseval: dict) -> str:
 
 
 def reuters_table(reuters: dict) -> str:
-    lines = ["| method | micro-F1 % | macro-F1 % | P@1 % | P@5 % | seeds | peak epoch / max |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| method | micro-F1 % | macro-F1 % | P@1 % | P@5 % | seeds | peak epoch / max |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for method, r in reuters["results"].items():
         peaks = ", ".join(str(run["peak_epoch"]) for run in r["runs"])
         peaks += f" / {r.get('settings', reuters['settings'])['max_epochs']}"
-        lines.append(f"| {method} | {pct(r['micro_f1_mean'], r['micro_f1_std'])} | "
-                     f"{pct(r['macro_f1_mean'], r['macro_f1_std'])} | {pct(r['precision_at_1_mean'])} | "
-                     f"{pct(r['precision_at_5_mean'])} | {len(r['runs'])} | {peaks} |")
+        lines.append(
+            f"| {method} | {pct(r['micro_f1_mean'], r['micro_f1_std'])} | "
+            f"{pct(r['macro_f1_mean'], r['macro_f1_std'])} | {pct(r['precision_at_1_mean'])} | "
+            f"{pct(r['precision_at_5_mean'])} | {len(r['runs'])} | {peaks} |"
+        )
     return "\n".join(lines)
 
 
@@ -110,15 +154,21 @@ def plots(results: dict, folder: str) -> list[str]:
     for run in results["trainable"]["runs"]:
         w = np.array(run["mix_weights"]["layer_mix"])
         for layer, style in zip(range(w.shape[1]), ("-", "--", ":")):
-            axes[0].plot(range(len(w)), w[:, layer], style, color=f"C{layer}",
-                         label=f"layer {layer}" if run["seed"] == results["trainable"]["runs"][0]["seed"] else None)
+            axes[0].plot(
+                range(len(w)),
+                w[:, layer],
+                style,
+                color=f"C{layer}",
+                label=f"layer {layer}" if run["seed"] == results["trainable"]["runs"][0]["seed"] else None,
+            )
     axes[0].set(xlabel="epoch (0 = before training)", ylabel="softmax weight", title="trainable ScalarMix weights")
     axes[0].legend()
     methods = [m for m in METHODS if m in results]
     means = [100 * results[m]["accuracy_mean"] for m in methods]
     stds = [100 * results[m]["accuracy_std"] for m in methods]
-    colours = ["C1" if m.endswith("words") else "C0" if m in ("trainable", "fixed", "mlp", "top") else "C7"
-               for m in methods]
+    colours = [
+        "C1" if m.endswith("words") else "C0" if m in ("trainable", "fixed", "mlp", "top") else "C7" for m in methods
+    ]
     axes[1].bar(methods, means, yerr=stds, color=colours)
     axes[1].axhline(71.92, color="C3", linestyle="--", label="published trainable (71.92%)")
     axes[1].set(ylabel="test accuracy %", title="AG News, BiGRU head (mean ± std over seeds)")

@@ -5,6 +5,7 @@ TF Hub modules), ``presets/``, ``layers/``, ``elmo.py``, ``embed.py`` + ``corpus
 ``tasks/`` (classifiers, metrics, baselines, datasets), ``lm/`` (pretraining), ``export/`` (serving, TF Hub),
 ``cli.py``. The first generation's module paths (``elmo_keras.options``, ``elmo_keras.models``, ...) still import.
 """
+
 from elmo_keras.utils import aliases
 
 aliases.install()
@@ -17,16 +18,58 @@ from elmo_keras.export import export_hub_module, export_serving  # noqa: E402
 from elmo_keras.io.options import RELEASED_OPTIONS, load_options  # noqa: E402
 from elmo_keras.io.weights import save_weights_hdf5  # noqa: E402
 from elmo_keras.layers import (  # noqa: E402
-    BiGatedCNN, BiLM, BiTransformer, CharCNN, Highway, HubElmo, LayerConcat, LayerFusion, MaskedPooling,
-    ProjectedBiLSTM, ScalarMix, SegmentedEncoder, StaticEmbedding)
+    BiGatedCNN,
+    BiLM,
+    BiTransformer,
+    CharCNN,
+    Highway,
+    HubElmo,
+    LayerConcat,
+    LayerFusion,
+    MaskedPooling,
+    ProjectedBiLSTM,
+    ScalarMix,
+    SegmentedEncoder,
+    StaticEmbedding,
+)
 from elmo_keras.presets import list_presets  # noqa: E402
 from elmo_keras.tasks import callbacks, datasets, metrics, models  # noqa: E402
 from elmo_keras.text import batch_to_ids, tokenize  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = ["BiGatedCNN", "BiLM", "BiTransformer", "CharCNN", "Elmo", "ElmoEmbedder", "Highway", "HubElmo",
-           "LayerConcat", "LayerFusion", "MaskedPooling", "ProjectedBiLSTM", "RELEASED_OPTIONS", "ScalarMix",
-           "SegmentedEncoder", "StaticEmbedding", "batch_to_ids", "callbacks", "datasets", "embed_file",
-           "export_hub_module", "export_serving", "list_presets", "load_embeddings", "load_options", "lm", "metrics",
-           "models", "presets", "save_weights_hdf5", "saving", "tokenize", "__version__"]
+__all__ = [
+    "BiGatedCNN",
+    "BiLM",
+    "BiTransformer",
+    "CharCNN",
+    "Elmo",
+    "ElmoEmbedder",
+    "Highway",
+    "HubElmo",
+    "LayerConcat",
+    "LayerFusion",
+    "MaskedPooling",
+    "ProjectedBiLSTM",
+    "RELEASED_OPTIONS",
+    "ScalarMix",
+    "SegmentedEncoder",
+    "StaticEmbedding",
+    "batch_to_ids",
+    "callbacks",
+    "datasets",
+    "embed_file",
+    "export_hub_module",
+    "export_serving",
+    "list_presets",
+    "load_embeddings",
+    "load_options",
+    "lm",
+    "metrics",
+    "models",
+    "presets",
+    "save_weights_hdf5",
+    "saving",
+    "tokenize",
+    "__version__",
+]

@@ -1,12 +1,13 @@
 """The ``elmo-keras`` command. Subcommands register themselves in :data:`COMMANDS` (name -> (add_arguments, run)).
 
-    elmo-keras pretrain --train FILES --valid FILE --options OPTIONS.json --out DIR [--epochs N]
-    elmo-keras embed INPUT.txt OUTPUT.hdf5 (--preset NAME | --options F --weights F) [--layers all|top|average]
-                     [--format hdf5|shards|npy] [--overwrite] [--restart] [--runner local|beam]
-    elmo-keras train [--data ag_news|FILE.csv] (--preset NAME | ...) [--head bigru] [--export saved_models/NAME]
-    elmo-keras export MODEL.keras --out saved_models/NAME
-    elmo-keras presets
+elmo-keras pretrain --train FILES --valid FILE --options OPTIONS.json --out DIR [--epochs N]
+elmo-keras embed INPUT.txt OUTPUT.hdf5 (--preset NAME | --options F --weights F) [--layers all|top|average]
+                 [--format hdf5|shards|npy] [--overwrite] [--restart] [--runner local|beam]
+elmo-keras train [--data ag_news|FILE.csv] (--preset NAME | ...) [--head bigru] [--export saved_models/NAME]
+elmo-keras export MODEL.keras --out saved_models/NAME
+elmo-keras presets
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,47 +18,81 @@ from collections.abc import Callable, Sequence
 from elmo_keras.corpus.run import OUTPUT_FORMATS
 from elmo_keras.corpus.store import LAYER_CHOICES
 from elmo_keras.errors import InputError
-from elmo_keras.utils.files import NO_ROOM
 from elmo_keras.layers.fusion import MIX_MODES
 from elmo_keras.tasks.models import HEADS
+from elmo_keras.utils.files import NO_ROOM
 
 
 def _pretrain_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--train", nargs="+", required=True, metavar="FILE",
-                        help="training text files, one tokenised sentence per line")
+    parser.add_argument(
+        "--train", nargs="+", required=True, metavar="FILE", help="training text files, one tokenised sentence per line"
+    )
     parser.add_argument("--valid", metavar="FILE", help="held-out text file for validation perplexity")
-    parser.add_argument("--options", required=True, metavar="OPTIONS.json",
-                        help="biLM options (char_cnn; lstm or encoder) + training settings, see "
-                             "elmo_keras.lm.TRAIN_DEFAULTS")
-    parser.add_argument("--out", required=True, metavar="DIR",
-                        help="output folder, locked while a run writes it. Re-running resumes an interrupted run "
-                             "or continues a finished one up to --epochs; it needs the same --train files and "
-                             "options (n_epochs and backup_every_steps aside), the other arguments may change")
-    parser.add_argument("--restart", action="store_true",
-                        help="discard the run in --out (made from other files or options) and start over")
-    parser.add_argument("--epochs", type=int, help="number of epochs in all, more than before to continue a "
-                                                   "finished run (default: n_epochs in the options)")
+    parser.add_argument(
+        "--options",
+        required=True,
+        metavar="OPTIONS.json",
+        help="biLM options (char_cnn; lstm or encoder) + training settings, see elmo_keras.lm.TRAIN_DEFAULTS",
+    )
+    parser.add_argument(
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="output folder, locked while a run writes it. Re-running resumes an interrupted run "
+        "or continues a finished one up to --epochs; it needs the same --train files and "
+        "options (n_epochs and backup_every_steps aside), the other arguments may change",
+    )
+    parser.add_argument(
+        "--restart",
+        action="store_true",
+        help="discard the run in --out (made from other files or options) and start over",
+    )
+    parser.add_argument(
+        "--epochs",
+        type=int,
+        help="number of epochs in all, more than before to continue a finished run (default: n_epochs in the options)",
+    )
     parser.add_argument("--init-from", metavar="PRESET_OR_DIR", help="continue training from these weights")
     parser.add_argument("--steps-per-epoch", type=int, help="limit each epoch to this many batches")
-    parser.add_argument("--strategy", choices=("default", "mirrored", "multiworker"), default="default",
-                        help="tf.distribute strategy (multiworker reads TF_CONFIG)")
-    parser.add_argument("--mixed-precision", choices=("float32", "mixed_bfloat16", "mixed_float16"),
-                        default="float32", help="Keras dtype policy")
+    parser.add_argument(
+        "--strategy",
+        choices=("default", "mirrored", "multiworker"),
+        default="default",
+        help="tf.distribute strategy (multiworker reads TF_CONFIG)",
+    )
+    parser.add_argument(
+        "--mixed-precision",
+        choices=("float32", "mixed_bfloat16", "mixed_float16"),
+        default="float32",
+        help="Keras dtype policy",
+    )
 
 
 def _run_pretrain(args: argparse.Namespace) -> int:
-    import tensorflow as tf
     import keras
+    import tensorflow as tf
 
     # MultiWorkerMirroredStrategy must be created before any other TensorFlow op.
-    strategy = {"default": tf.distribute.get_strategy, "mirrored": tf.distribute.MirroredStrategy,
-                "multiworker": tf.distribute.MultiWorkerMirroredStrategy}[args.strategy]()
+    strategy = {
+        "default": tf.distribute.get_strategy,
+        "mirrored": tf.distribute.MirroredStrategy,
+        "multiworker": tf.distribute.MultiWorkerMirroredStrategy,
+    }[args.strategy]()
     keras.mixed_precision.set_global_policy(args.mixed_precision)
     from elmo_keras.lm.train import pretrain
 
-    _, state = pretrain(args.train, args.valid, args.options, args.out, epochs=args.epochs, strategy=strategy,
-                        init_from=args.init_from, steps_per_epoch=args.steps_per_epoch, restart=args.restart,
-                        verbose=2 if not sys.stdout.isatty() else "auto")
+    _, state = pretrain(
+        args.train,
+        args.valid,
+        args.options,
+        args.out,
+        epochs=args.epochs,
+        strategy=strategy,
+        init_from=args.init_from,
+        steps_per_epoch=args.steps_per_epoch,
+        restart=args.restart,
+        verbose=2 if not sys.stdout.isatty() else "auto",
+    )
     tps = state["tokens_per_second"]
     if tps:
         print(f"training throughput: median {sorted(tps)[len(tps) // 2]:.0f} tokens/s over {len(tps)} epoch(s)")
@@ -70,11 +105,14 @@ def _run_pretrain(args: argparse.Namespace) -> int:
 
 def _model_source_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--preset", metavar="NAME",
-                        help="a preset name (see elmo-keras presets / ek.list_presets()), folder or URL, "
-                             "e.g. brown-small")
-    source.add_argument("--options", metavar="OPTIONS.json",
-                        help="options.json of a released/pretrained biLM: a path or an http(s) URL")
+    source.add_argument(
+        "--preset",
+        metavar="NAME",
+        help="a preset name (see elmo-keras presets / ek.list_presets()), folder or URL, e.g. brown-small",
+    )
+    source.add_argument(
+        "--options", metavar="OPTIONS.json", help="options.json of a released/pretrained biLM: a path or an http(s) URL"
+    )
     parser.add_argument("--weights", metavar="WEIGHTS.hdf5", help="weights that go with --options: a path or URL")
 
 
@@ -114,45 +152,87 @@ def _at_least(minimum: int) -> Callable[[str], int]:
 
 
 #: --dtype of ``embed`` -> (compute dtype of the embedder, storage dtype of the output)
-_EMBED_DTYPES = {"auto": ("auto", "float32"), "float32": ("float32", "float32"),
-                 "float16": ("float32", "float16"), "bfloat16": ("bfloat16", "float32")}
+_EMBED_DTYPES = {
+    "auto": ("auto", "float32"),
+    "float32": ("float32", "float32"),
+    "float16": ("float32", "float16"),
+    "bfloat16": ("bfloat16", "float32"),
+}
 
 
 def _embed_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("input", metavar="INPUT.txt",
-                        help="UTF-8 text, one sentence per line (lines end at \\n only; tokens split on ASCII "
-                             "whitespace, exactly as elmo_keras.tokenize)")
-    parser.add_argument("output", metavar="OUTPUT",
-                        help="OUTPUT.hdf5, or a folder with --format shards / npy")
+    parser.add_argument(
+        "input",
+        metavar="INPUT.txt",
+        help="UTF-8 text, one sentence per line (lines end at \\n only; tokens split on ASCII "
+        "whitespace, exactly as elmo_keras.tokenize)",
+    )
+    parser.add_argument("output", metavar="OUTPUT", help="OUTPUT.hdf5, or a folder with --format shards / npy")
     _model_source_arguments(parser)
-    parser.add_argument("--layers", choices=LAYER_CHOICES, default="all",
-                        help="all: [n_layers+1, T, D] per line; top: [T, D]; average: [T, D] mean of the layers")
-    parser.add_argument("--format", choices=OUTPUT_FORMATS, default="hdf5",
-                        help="hdf5: one dataset per line + sentence_to_index (the original tools' layout); "
-                             "shards: a folder of shard files + manifest, for millions of lines; npy: a folder, "
-                             "one .npy per line")
+    parser.add_argument(
+        "--layers",
+        choices=LAYER_CHOICES,
+        default="all",
+        help="all: [n_layers+1, T, D] per line; top: [T, D]; average: [T, D] mean of the layers",
+    )
+    parser.add_argument(
+        "--format",
+        choices=OUTPUT_FORMATS,
+        default="hdf5",
+        help="hdf5: one dataset per line + sentence_to_index (the original tools' layout); "
+        "shards: a folder of shard files + manifest, for millions of lines; npy: a folder, "
+        "one .npy per line",
+    )
     parser.add_argument("--batch-size", type=_at_least(1), default=64, help="sentences per model call")
-    parser.add_argument("--dtype", choices=tuple(_EMBED_DTYPES), default="auto",
-                        help="auto: compute in bfloat16 where the CPU has bf16 matrix units (AMX, AVX512-BF16), "
-                             "else float32 (logged), store float32; float32: compute and store float32; "
-                             "float16: compute float32, store float16 (half the disk); bfloat16: compute in "
-                             "bfloat16, weights cast once (fast only on CPUs with bf16 units), store float32")
-    parser.add_argument("--long", type=_at_least(0), default=400, metavar="N",
-                        help="report lines longer than N tokens (they are embedded in full)")
-    parser.add_argument("--shard-lines", type=_at_least(1), default=1024, metavar="N",
-                        help="lines per committed piece: a killed run loses at most the two pieces in progress "
-                             "(one being embedded, one being written); each piece is length-sorted on its own, so "
-                             "much smaller pieces embed slower (50 lines: ~0.6x the speed)")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace an existing OUTPUT (only once the new one is complete)")
-    parser.add_argument("--restart", action="store_true",
-                        help="discard an interrupted run (OUTPUT.partial) instead of resuming it")
-    parser.add_argument("--runner", choices=("local", "beam"), default="local",
-                        help="local: this process; beam: an Apache Beam pipeline (pip install elmo-keras[beam])")
-    parser.add_argument("--num-workers", type=_at_least(1), metavar="N",
-                        help="Beam worker processes (DirectRunner) or --num_workers for another runner")
-    parser.add_argument("--beam-options", default="", metavar="\"--runner=... ...\"",
-                        help="standard Beam pipeline options, e.g. \"--runner=FlinkRunner --flink_master=HOST:8081\"")
+    parser.add_argument(
+        "--dtype",
+        choices=tuple(_EMBED_DTYPES),
+        default="auto",
+        help="auto: compute in bfloat16 where the CPU has bf16 matrix units (AMX, AVX512-BF16), "
+        "else float32 (logged), store float32; float32: compute and store float32; "
+        "float16: compute float32, store float16 (half the disk); bfloat16: compute in "
+        "bfloat16, weights cast once (fast only on CPUs with bf16 units), store float32",
+    )
+    parser.add_argument(
+        "--long",
+        type=_at_least(0),
+        default=400,
+        metavar="N",
+        help="report lines longer than N tokens (they are embedded in full)",
+    )
+    parser.add_argument(
+        "--shard-lines",
+        type=_at_least(1),
+        default=1024,
+        metavar="N",
+        help="lines per committed piece: a killed run loses at most the two pieces in progress "
+        "(one being embedded, one being written); each piece is length-sorted on its own, so "
+        "much smaller pieces embed slower (50 lines: ~0.6x the speed)",
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace an existing OUTPUT (only once the new one is complete)"
+    )
+    parser.add_argument(
+        "--restart", action="store_true", help="discard an interrupted run (OUTPUT.partial) instead of resuming it"
+    )
+    parser.add_argument(
+        "--runner",
+        choices=("local", "beam"),
+        default="local",
+        help="local: this process; beam: an Apache Beam pipeline (pip install elmo-keras[beam])",
+    )
+    parser.add_argument(
+        "--num-workers",
+        type=_at_least(1),
+        metavar="N",
+        help="Beam worker processes (DirectRunner) or --num_workers for another runner",
+    )
+    parser.add_argument(
+        "--beam-options",
+        default="",
+        metavar='"--runner=... ..."',
+        help='standard Beam pipeline options, e.g. "--runner=FlinkRunner --flink_master=HOST:8081"',
+    )
 
 
 def _raise_keyboard_interrupt(signum, frame):
@@ -168,8 +248,7 @@ def _run_embed(args: argparse.Namespace) -> int:
     if args.runner == "local" and (args.num_workers or args.beam_options):
         raise InputError("--num-workers and --beam-options need --runner beam")
     options, weights = _model_files(args)
-    check_paths(args.input, args.output, args.format, args.overwrite, keep={"--options": options,
-                                                                            "--weights": weights})
+    check_paths(args.input, args.output, args.format, args.overwrite, keep={"--options": options, "--weights": weights})
     compute, storage = _EMBED_DTYPES[args.dtype]
     if compute == "auto":
         from elmo_keras.utils.cpu import auto_choice
@@ -177,8 +256,7 @@ def _run_embed(args: argparse.Namespace) -> int:
         compute, reason = auto_choice()
         print(reason)
     try:
-        embedder = ElmoEmbedder(options, weights, dtype=compute, batch_size=args.batch_size,
-                                max_cache_size=100_000)
+        embedder = ElmoEmbedder(options, weights, dtype=compute, batch_size=args.batch_size, max_cache_size=100_000)
     except (OSError, ValueError, KeyError) as err:
         raise InputError(f"cannot load the model ({options}, {weights}): {err}") from None
     runner = None
@@ -187,15 +265,26 @@ def _run_embed(args: argparse.Namespace) -> int:
             from elmo_keras.corpus.beam import EmbedderSpec, beam_runner
         except ImportError as err:
             raise InputError(f"--runner beam needs Apache Beam ({err}): pip install 'elmo-keras[beam]'") from None
-        spec = EmbedderSpec(os.path.abspath(options), os.path.abspath(weights), dtype=compute,
-                            batch_size=args.batch_size)
+        spec = EmbedderSpec(
+            os.path.abspath(options), os.path.abspath(weights), dtype=compute, batch_size=args.batch_size
+        )
         runner = beam_runner(spec, args.num_workers, args.beam_options)
     previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)  # `timeout`, `docker stop`: like Ctrl-C
     try:
-        report = embed_file(embedder, args.input, args.output, layers=args.layers, fmt=args.format,
-                            long_line=args.long, storage_dtype=storage, shard_lines=args.shard_lines,
-                            overwrite=args.overwrite, restart=args.restart, runner=runner,
-                            progress=True)
+        report = embed_file(
+            embedder,
+            args.input,
+            args.output,
+            layers=args.layers,
+            fmt=args.format,
+            long_line=args.long,
+            storage_dtype=storage,
+            shard_lines=args.shard_lines,
+            overwrite=args.overwrite,
+            restart=args.restart,
+            runner=runner,
+            progress=True,
+        )
     except KeyboardInterrupt:
         return 130
     finally:
@@ -205,8 +294,9 @@ def _run_embed(args: argparse.Namespace) -> int:
 
 
 def _train_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data", default="ag_news",
-                        help="'ag_news' (bundled, fixed split) or a CSV file with a header row")
+    parser.add_argument(
+        "--data", default="ag_news", help="'ag_news' (bundled, fixed split) or a CSV file with a header row"
+    )
     parser.add_argument("--test", metavar="CSV", help="test CSV (default: a stratified 20%% of --data)")
     parser.add_argument("--text-column", default="text")
     parser.add_argument("--label-column", default="label")
@@ -214,18 +304,30 @@ def _train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--label-separator", default="|")
     _model_source_arguments(parser)
     parser.add_argument("--head", choices=HEADS, default="bigru")
-    parser.add_argument("--mix", choices=MIX_MODES,
-                        default="trainable")
+    parser.add_argument("--mix", choices=MIX_MODES, default="trainable")
     parser.add_argument("--mix-weights", help="comma-separated weights for --mix fixed, e.g. 0.45,0.15,0.40")
     parser.add_argument("--units", type=_at_least(1), default=64)
     parser.add_argument("--max-tokens", type=_at_least(1), help="encode long texts in segments of at most N tokens")
-    parser.add_argument("--words", type=_at_least(0), default=128, metavar="DIM",
-                        help="a learned task word embedding of DIM beside ELMo (0: ELMo alone); see README")
+    parser.add_argument(
+        "--words",
+        type=_at_least(0),
+        default=128,
+        metavar="DIM",
+        help="a learned task word embedding of DIM beside ELMo (0: ELMo alone); see README",
+    )
     parser.add_argument("--epochs", type=_at_least(1), default=15, help="at most this many epochs")
-    parser.add_argument("--patience", type=_at_least(1), default=3,
-                        help="stop this many epochs after the best validation accuracy (its weights are kept)")
-    parser.add_argument("--validation-split", type=float, default=0.1,
-                        help="fraction of the training rows held out for early stopping (0: train on all, no stop)")
+    parser.add_argument(
+        "--patience",
+        type=_at_least(1),
+        default=3,
+        help="stop this many epochs after the best validation accuracy (its weights are kept)",
+    )
+    parser.add_argument(
+        "--validation-split",
+        type=float,
+        default=0.1,
+        help="fraction of the training rows held out for early stopping (0: train on all, no stop)",
+    )
     parser.add_argument("--batch-size", type=_at_least(1), default=32)
     parser.add_argument("--learning-rate", type=float, default=2e-3)
     parser.add_argument("--seed", type=int, default=0)
@@ -267,28 +369,43 @@ def _checked_train_arguments(args: argparse.Namespace) -> list[float] | None:
 def _run_train(args: argparse.Namespace) -> int:
     import keras
 
-    from elmo_keras.utils.files import exclusive_lock
     from elmo_keras.saving import save_model
     from elmo_keras.tasks.train_task import evaluate, load_task, train_model
+    from elmo_keras.utils.files import exclusive_lock
 
     mix_weights = _checked_train_arguments(args)
     keras.utils.set_random_seed(args.seed)
-    task = load_task(args.data, args.test, args.text_column, args.label_column, args.multi_label,
-                     args.label_separator, args.seed)
+    task = load_task(
+        args.data, args.test, args.text_column, args.label_column, args.multi_label, args.label_separator, args.seed
+    )
     options, weights = _model_files(args)
     folder, name = os.path.split(os.path.abspath(args.out))
     with exclusive_lock(folder, f"train --out {args.out}", name=f".{name}.lock"):
-        model = train_model(task, options, weights, head=args.head, mix=args.mix, mix_weights=mix_weights,
-                            units=args.units, max_tokens=args.max_tokens, words=args.words, epochs=args.epochs,
-                            patience=args.patience, validation_split=args.validation_split,
-                            batch_size=args.batch_size, learning_rate=args.learning_rate, verbose=2)
+        model = train_model(
+            task,
+            options,
+            weights,
+            head=args.head,
+            mix=args.mix,
+            mix_weights=mix_weights,
+            units=args.units,
+            max_tokens=args.max_tokens,
+            words=args.words,
+            epochs=args.epochs,
+            patience=args.patience,
+            validation_split=args.validation_split,
+            batch_size=args.batch_size,
+            learning_rate=args.learning_rate,
+            verbose=2,
+        )
         save_model(model, args.out, task.class_names)
     print(f"model: {args.out}")
     try:
         scores = evaluate(model, task, args.batch_size)
     except Exception as err:
-        raise RuntimeError(f"the trained model is saved in {args.out}, but evaluating it on the test split failed: "
-                           f"{err}") from err
+        raise RuntimeError(
+            f"the trained model is saved in {args.out}, but evaluating it on the test split failed: {err}"
+        ) from err
     print("test: " + ", ".join(f"{k} {v:.4f}" for k, v in scores.items()))
     if args.export:  # concurrent exports to one folder each take their own version: no lock needed
         from elmo_keras.export import check_serving, export_serving
@@ -323,13 +440,18 @@ def _run_export(args: argparse.Namespace) -> int:
 #: subcommand name -> (help, add_arguments(parser), run(args) -> exit code)
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {
     "pretrain": ("pretrain or continue training a biLM", _pretrain_arguments, _run_pretrain),
-    "embed": ("embed a text file line by line (crash-safe, resumable) to hdf5, shards or .npy", _embed_arguments,
-              _run_embed),
-    "train": ("train and evaluate a classifier over ELMo, save it, optionally export it", _train_arguments,
-              _run_train),
+    "embed": (
+        "embed a text file line by line (crash-safe, resumable) to hdf5, shards or .npy",
+        _embed_arguments,
+        _run_embed,
+    ),
+    "train": ("train and evaluate a classifier over ELMo, save it, optionally export it", _train_arguments, _run_train),
     "export": ("export a saved .keras model for TensorFlow Serving", _export_arguments, _run_export),
-    "presets": ("list the pretrained biLMs known by name: parameters, download size, whether cached",
-                lambda parser: None, _run_presets),
+    "presets": (
+        "list the pretrained biLMs known by name: parameters, download size, whether cached",
+        lambda parser: None,
+        _run_presets,
+    ),
 }
 
 
@@ -365,8 +487,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if err.errno not in NO_ROOM:
             raise
         where = f" writing {err.filename}" if err.filename else ""
-        print(f"elmo-keras {args.command}: error: disk full or file too large{where} ({os.strerror(err.errno)}): "
-              "free space (or raise the limit) and run the same command again", file=sys.stderr)
+        print(
+            f"elmo-keras {args.command}: error: disk full or file too large{where} ({os.strerror(err.errno)}): "
+            "free space (or raise the limit) and run the same command again",
+            file=sys.stderr,
+        )
         return 2
 
 

@@ -1,4 +1,5 @@
 """Elmo: the high-level layer. Strings, padded tokens or char ids in; ELMo representations out."""
+
 from __future__ import annotations
 
 import os
@@ -82,18 +83,33 @@ class Elmo(keras.layers.Layer):
     ```
     """
 
-    def __init__(self, options: dict | None = None, num_output_representations: int = 1, dropout: float = 0.5,
-                 output_mode: str = "dict", bilm_trainable: bool = False, mix_weights: Sequence[float] | None = None,
-                 do_layer_norm: bool = False, weight_dropout: float = 0.0, l2_coef: float = 0.0,
-                 stateful: bool = False, max_batch_size: int = 128, add_sentence_boundaries: bool = True,
-                 bilm: BiLM | None = None, output: str | None = None, **kwargs):
+    def __init__(
+        self,
+        options: dict | None = None,
+        num_output_representations: int = 1,
+        dropout: float = 0.5,
+        output_mode: str = "dict",
+        bilm_trainable: bool = False,
+        mix_weights: Sequence[float] | None = None,
+        do_layer_norm: bool = False,
+        weight_dropout: float = 0.0,
+        l2_coef: float = 0.0,
+        stateful: bool = False,
+        max_batch_size: int = 128,
+        add_sentence_boundaries: bool = True,
+        bilm: BiLM | None = None,
+        output: str | None = None,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         output = output_mode if output is None else output  # `output=`: the spelling before 0.2
         if (options is None) == (bilm is None):
             raise InputError("give Elmo either options (a new, untrained biLM) or bilm= (a built BiLM), not both")
         if bilm is not None and (stateful, max_batch_size, add_sentence_boundaries) != (False, 128, True):
-            raise InputError("stateful, max_batch_size and add_sentence_boundaries belong to the BiLM: give them "
-                             "when building it (e.g. BiLM.from_pretrained(..., stateful=True)), not with bilm=")
+            raise InputError(
+                "stateful, max_batch_size and add_sentence_boundaries belong to the BiLM: give them "
+                "when building it (e.g. BiLM.from_pretrained(..., stateful=True)), not with bilm="
+            )
         if output not in _OUTPUTS:
             raise ValueError(f"output must be one of {_OUTPUTS}, got {output!r}")
         if output == "elmo" and num_output_representations != 1:
@@ -101,8 +117,14 @@ class Elmo(keras.layers.Layer):
         if num_output_representations < 1 and output != "layers":
             raise ValueError(f"num_output_representations must be >= 1, got {num_output_representations}")
         if bilm is None:
-            bilm = BiLM(options, stateful=stateful, max_batch_size=max_batch_size,
-                        add_sentence_boundaries=add_sentence_boundaries, name="bilm", dtype=self.dtype_policy)
+            bilm = BiLM(
+                options,
+                stateful=stateful,
+                max_batch_size=max_batch_size,
+                add_sentence_boundaries=add_sentence_boundaries,
+                name="bilm",
+                dtype=self.dtype_policy,
+            )
         bilm.trainable = bilm_trainable
         self.bilm = bilm
         self.options = self.bilm.options
@@ -117,21 +139,31 @@ class Elmo(keras.layers.Layer):
         n_layers = self.bilm.num_layers + 1
         if output == "layers":
             num_output_representations = 0
-        self.mixes = [ScalarMix(n_layers, mix_weights=self.mix_weights, do_layer_norm=do_layer_norm,
-                                weight_dropout=weight_dropout, l2_coef=l2_coef, name=f"scalar_mix_{i}",
-                                dtype=self.dtype_policy)
-                      for i in range(num_output_representations)]
+        self.mixes = [
+            ScalarMix(
+                n_layers,
+                mix_weights=self.mix_weights,
+                do_layer_norm=do_layer_norm,
+                weight_dropout=weight_dropout,
+                l2_coef=l2_coef,
+                name=f"scalar_mix_{i}",
+                dtype=self.dtype_policy,
+            )
+            for i in range(num_output_representations)
+        ]
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
 
     @classmethod
-    def from_pretrained(cls, options_file: dict | str | os.PathLike, weight_file: str | os.PathLike,
-                        **kwargs) -> "Elmo":
+    def from_pretrained(
+        cls, options_file: dict | str | os.PathLike, weight_file: str | os.PathLike, **kwargs
+    ) -> "Elmo":
         """Build from an options.json (path or dict) and a released-layout hdf5 weight file."""
         return cls._built(BiLM.from_pretrained(options_file, weight_file, **cls._bilm_arguments(kwargs)), kwargs)
 
     @classmethod
-    def from_hub(cls, path: str | os.PathLike, boundaries: str | None = None,
-                 use_skip_connections: bool | None = None, **kwargs) -> "Elmo":
+    def from_hub(
+        cls, path: str | os.PathLike, boundaries: str | None = None, use_skip_connections: bool | None = None, **kwargs
+    ) -> "Elmo":
         """Build from a local TF Hub ELMo module (TF1, or written by ``export_hub_module``).
 
         The module's aggregation becomes the initial logits and gamma of every trainable ScalarMix.
@@ -140,8 +172,12 @@ class Elmo(keras.layers.Layer):
         :func:`elmo_keras.io.hub_module.read_hub_module`. Other arguments go to ``Elmo``.
         """
         module = read_hub_module(path, use_skip_connections)
-        bilm = BiLM.from_weights(module.options, module.arrays, **cls._bilm_arguments(kwargs),
-                                 add_sentence_boundaries=module.sentence_boundaries(boundaries))
+        bilm = BiLM.from_weights(
+            module.options,
+            module.arrays,
+            **cls._bilm_arguments(kwargs),
+            add_sentence_boundaries=module.sentence_boundaries(boundaries),
+        )
         elmo = cls._built(bilm, kwargs)
         module.init_mixes(elmo.mixes)
         return elmo
@@ -160,8 +196,9 @@ class Elmo(keras.layers.Layer):
     @staticmethod
     def _bilm_arguments(kwargs: dict) -> dict:
         """Take the BiLM's own arguments (and the dtype both share) out of an Elmo's keyword arguments."""
-        own = {key: kwargs.pop(key) for key in ("stateful", "max_batch_size", "add_sentence_boundaries")
-               if key in kwargs}
+        own = {
+            key: kwargs.pop(key) for key in ("stateful", "max_batch_size", "add_sentence_boundaries") if key in kwargs
+        }
         return {**own, **({"dtype": kwargs["dtype"]} if "dtype" in kwargs else {})}
 
     @property
@@ -196,8 +233,10 @@ class Elmo(keras.layers.Layer):
         if inputs.dtype in ("string", "tf.string") or getattr(inputs.dtype, "name", None) == "string":
             return strings_to_char_ids(inputs, self.bilm.max_characters_per_token)
         if len(inputs.shape) != 3:
-            raise InputError(f"char id input must be [batch, max_len, {self.bilm.max_characters_per_token}], "
-                             f"got shape {tuple(inputs.shape)}; text must be str")
+            raise InputError(
+                f"char id input must be [batch, max_len, {self.bilm.max_characters_per_token}], "
+                f"got shape {tuple(inputs.shape)}; text must be str"
+            )
         return inputs
 
     def call(self, inputs, training=False):
@@ -216,8 +255,9 @@ class Elmo(keras.layers.Layer):
         if key not in functions:
             if self._padded_length(inputs) < GRAPH_MIN_TOKENS:
                 return None
-            functions[key] = tf.function(lambda x: self._compute(x, training),
-                                         input_signature=[tf.TensorSpec(shape, inputs.dtype)])
+            functions[key] = tf.function(
+                lambda x: self._compute(x, training), input_signature=[tf.TensorSpec(shape, inputs.dtype)]
+            )
         return functions[key]
 
     @staticmethod
@@ -232,8 +272,7 @@ class Elmo(keras.layers.Layer):
         layers, mask = out["layers"], out["mask"]
         if self.output_mode == "layers":
             return layers
-        reps = [self.dropout_layer(mix(layers, mask=mask, training=training), training=training)
-                for mix in self.mixes]
+        reps = [self.dropout_layer(mix(layers, mask=mask, training=training), training=training) for mix in self.mixes]
         if self.output_mode == "elmo":
             return reps[0]
         return {"elmo_representations": reps, "mask": mask, "layers": layers}
@@ -256,18 +295,27 @@ class Elmo(keras.layers.Layer):
             return rep
         if self.output_mode == "layers":
             return [keras.KerasTensor(shape, dtype=self.compute_dtype) for _ in range(self.bilm.num_layers + 1)]
-        return {"elmo_representations": [keras.KerasTensor(shape, dtype=self.compute_dtype)
-                                         for _ in range(self.num_output_representations)],
-                "mask": keras.KerasTensor(shape[:2], dtype="bool"),
-                "layers": [keras.KerasTensor(shape, dtype=self.compute_dtype)
-                           for _ in range(self.bilm.num_layers + 1)]}
+        return {
+            "elmo_representations": [
+                keras.KerasTensor(shape, dtype=self.compute_dtype) for _ in range(self.num_output_representations)
+            ],
+            "mask": keras.KerasTensor(shape[:2], dtype="bool"),
+            "layers": [keras.KerasTensor(shape, dtype=self.compute_dtype) for _ in range(self.bilm.num_layers + 1)],
+        }
 
     def get_config(self):
-        return {**super().get_config(), "bilm": keras.saving.serialize_keras_object(self.bilm),
-                "num_output_representations": self.num_output_representations, "dropout": self.dropout,
-                "output_mode": self.output_mode, "bilm_trainable": self.bilm_trainable, "mix_weights": self.mix_weights,
-                "do_layer_norm": self.do_layer_norm, "weight_dropout": self.weight_dropout,
-                "l2_coef": self.l2_coef}
+        return {
+            **super().get_config(),
+            "bilm": keras.saving.serialize_keras_object(self.bilm),
+            "num_output_representations": self.num_output_representations,
+            "dropout": self.dropout,
+            "output_mode": self.output_mode,
+            "bilm_trainable": self.bilm_trainable,
+            "mix_weights": self.mix_weights,
+            "do_layer_norm": self.do_layer_norm,
+            "weight_dropout": self.weight_dropout,
+            "l2_coef": self.l2_coef,
+        }
 
     @classmethod
     def from_config(cls, config):

@@ -1,4 +1,5 @@
 """ElmoEmbedder: embed tokenised sentences fast (sorted batches, a token cache, optional bfloat16)."""
+
 from __future__ import annotations
 
 import os
@@ -7,10 +8,10 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 import tensorflow as tf
 
-from elmo_keras.utils.cpu import auto_dtype
 from elmo_keras.layers.bilm import BiLM
 from elmo_keras.layers.lstm import transposed_layout_pays
 from elmo_keras.text import batch_to_ids, encode_token_lists
+from elmo_keras.utils.cpu import auto_dtype
 
 # "bfloat16": weights stored in bfloat16 (cast once when loaded); the same numbers as "mixed_bfloat16" (float32
 # weights cast to bfloat16 in every call), faster and half the weight memory.
@@ -73,12 +74,23 @@ class ElmoEmbedder:
         ``length_multiple`` tokens (masked, so results do not change) to bound the number of compilations.
     """
 
-    def __init__(self, options_file: dict | str | os.PathLike | None = None,
-                 weight_file: str | os.PathLike | None = None, *, bilm: BiLM | None = None,
-                 dtype: str = "auto", token_cache: Iterable[str] | None = None, cache_new_tokens: bool = True,
-                 max_cache_size: int = 1_000_000, batch_size: int = 64, chunk_size: int = 4096,
-                 jit_compile: bool = False, length_multiple: int = 8, char_cnn_batch: int = 256,
-                 step_layout: str = "auto"):
+    def __init__(
+        self,
+        options_file: dict | str | os.PathLike | None = None,
+        weight_file: str | os.PathLike | None = None,
+        *,
+        bilm: BiLM | None = None,
+        dtype: str = "auto",
+        token_cache: Iterable[str] | None = None,
+        cache_new_tokens: bool = True,
+        max_cache_size: int = 1_000_000,
+        batch_size: int = 64,
+        chunk_size: int = 4096,
+        jit_compile: bool = False,
+        length_multiple: int = 8,
+        char_cnn_batch: int = 256,
+        step_layout: str = "auto",
+    ):
         _check_dtype(dtype)
         if step_layout not in STEP_LAYOUTS:
             raise ValueError(f"step_layout must be one of {list(STEP_LAYOUTS)}, got {step_layout!r}")
@@ -98,8 +110,9 @@ class ElmoEmbedder:
         p = bilm.projection_dim
         # trim_padding: the char CNN convolves only up to the longest word of each call (same values to float32
         # rounding)
-        self._encode = tf.function(lambda ids: bilm.char_cnn(ids, trim_padding=True),
-                                   input_signature=[tf.TensorSpec([None, chars], tf.int32)])
+        self._encode = tf.function(
+            lambda ids: bilm.char_cnn(ids, trim_padding=True), input_signature=[tf.TensorSpec([None, chars], tf.int32)]
+        )
         # <S> and </S> through the char CNN once, not in every call (a batch-1 call would pay ~10% for them)
         boundaries = bilm.boundary_embeddings() if bilm.add_sentence_boundaries else None
         # likewise the LSTM's per-step weights in the transposed layout, where it is faster
@@ -108,11 +121,13 @@ class ElmoEmbedder:
         self._context = tf.function(
             lambda emb, mask: bilm((emb, mask), boundary_embeddings=boundaries, step_weights=steps)["layers"],
             input_signature=[tf.TensorSpec([None, None, p], tf.float32), tf.TensorSpec([None, None], tf.bool)],
-            jit_compile=jit_compile)
+            jit_compile=jit_compile,
+        )
         # a lone sentence with new words: char CNN and biLM in one call (no round trip through NumPy between them)
-        self._whole = tf.function(lambda ids: bilm(ids, boundary_embeddings=boundaries, step_weights=steps,
-                                                   trim_padding=True)["layers"],
-                                  input_signature=[tf.TensorSpec([None, None, chars], tf.int32)])
+        self._whole = tf.function(
+            lambda ids: bilm(ids, boundary_embeddings=boundaries, step_weights=steps, trim_padding=True)["layers"],
+            input_signature=[tf.TensorSpec([None, None, chars], tf.int32)],
+        )
         if token_cache is not None:
             self.add_to_cache(token_cache)
 
@@ -136,8 +151,10 @@ class ElmoEmbedder:
         order = sorted(range(len(words)), key=lambda i: len(words[i]))
         by_length = [words[i] for i in order]
         chars = self.bilm.max_characters_per_token
-        parts = [self._encode(batch_to_ids([by_length[i:i + self.char_cnn_batch]], chars)[0]).numpy()
-                 for i in range(0, len(words), self.char_cnn_batch)]
+        parts = [
+            self._encode(batch_to_ids([by_length[i : i + self.char_cnn_batch]], chars)[0]).numpy()
+            for i in range(0, len(words), self.char_cnn_batch)
+        ]
         out = np.empty((len(words), self.bilm.projection_dim), np.float32)
         out[order] = np.concatenate(parts)
         return out
@@ -171,7 +188,7 @@ class ElmoEmbedder:
         index = {w: i for i, w in enumerate(vocab)}
         ids = np.zeros((rows, width), dtype=np.int64)
         for row, sentence in enumerate(sentences):
-            ids[row, :len(sentence)] = [index[t] for t in sentence]
+            ids[row, : len(sentence)] = [index[t] for t in sentence]
         table = self._token_vectors(vocab) if vocab else np.zeros((0, p), np.float32)
         emb = table[ids] if width and len(table) else np.zeros((rows, width, p), np.float32)
         mask = np.arange(width)[None, :] < np.array(lengths + [0] * (rows - len(lengths)))[:, None]
@@ -183,12 +200,14 @@ class ElmoEmbedder:
         vectors (the first half of layer 0) go into the cache as the two-call path would put them."""
         ids = batch_to_ids([sentence], self.bilm.max_characters_per_token)
         layers = np.stack([layer.numpy()[0].astype(np.float32) for layer in self._whole(ids)])
-        self._remember({w: v.copy() for w, v in zip(sentence, layers[0, :, :self.bilm.projection_dim])
-                        if w not in self.cache})
+        self._remember(
+            {w: v.copy() for w, v in zip(sentence, layers[0, :, : self.bilm.projection_dim]) if w not in self.cache}
+        )
         return layers
 
-    def embed_sentences(self, sentences: Iterable[Sequence[str]], batch_size: int | None = None
-                        ) -> Iterator[np.ndarray]:
+    def embed_sentences(
+        self, sentences: Iterable[Sequence[str]], batch_size: int | None = None
+    ) -> Iterator[np.ndarray]:
         """Yield one float32 array [n_layers + 1, n_tokens, 2P] per sentence, in input order."""
         batch_size = batch_size or self.batch_size
         chunk: list[Sequence[str]] = []
@@ -204,7 +223,7 @@ class ElmoEmbedder:
         order = sorted(range(len(chunk)), key=lambda i: len(chunk[i]))
         out: list[np.ndarray | None] = [None] * len(chunk)
         for start in range(0, len(order), batch_size):
-            rows = order[start:start + batch_size]
+            rows = order[start : start + batch_size]
             for row, array in zip(rows, self.embed_batch([chunk[i] for i in rows])):
                 out[row] = array
         return out
@@ -212,4 +231,3 @@ class ElmoEmbedder:
     def embed_sentence(self, sentence: Sequence[str]) -> np.ndarray:
         """One token list -> float32 [n_layers + 1, n_tokens, 2P]."""
         return self.embed_batch([sentence])[0]
-

@@ -1,4 +1,5 @@
 """The one exception type for bad user input found at a boundary (files, options, CLI arguments, layer inputs)."""
+
 from __future__ import annotations
 
 

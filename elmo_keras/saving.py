@@ -6,6 +6,7 @@ Every class that can end up in a ``.keras`` file is decorated with :func:`serial
 A trained model's class or tag names live beside it in ``MODEL.keras.labels.json`` (:func:`save_model` writes
 it, :func:`read_labels` reads it; ``elmo-keras train``, ``export``, ``predict`` go through them).
 """
+
 from __future__ import annotations
 
 import json
@@ -119,6 +120,8 @@ def load_model(path: str | os.PathLike) -> keras.Model:
     if not os.path.isfile(path):
         raise InputError(f"model file not found: {path}")
     if not zipfile.is_zipfile(path):
-        raise InputError(f"{path} is not a .keras model file (not a zip archive: truncated or another format); "
-                         "save it again with model.save('model.keras')")
+        raise InputError(
+            f"{path} is not a .keras model file (not a zip archive: truncated or another format); "
+            "save it again with model.save('model.keras')"
+        )
     return keras.models.load_model(path, safe_mode=True)

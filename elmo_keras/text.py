@@ -10,6 +10,7 @@ A token becomes ``max_characters_per_token`` (50) slots ``[BOW, up to 48 UTF-8 b
 every id is shifted by +1 so that 0 means "no token" (padding). Sentences are split on ASCII
 whitespace (space, \\t, \\n, \\v, \\f, \\r) in both paths, as ``tf.strings.split`` does.
 """
+
 from __future__ import annotations
 
 import re
@@ -107,8 +108,10 @@ def encode_token_lists(batch: Sequence[Sequence[str]]) -> list[list[bytes]]:
             raise TypeError(
                 f"sentence {i} is a string; pass token lists (use elmo_keras.tokenize(text) to split on whitespace)"
             )
-    return [[_token_bytes(token, f"{j} of sentence {i}") for j, token in enumerate(sentence)]
-            for i, sentence in enumerate(sentences)]
+    return [
+        [_token_bytes(token, f"{j} of sentence {i}") for j, token in enumerate(sentence)]
+        for i, sentence in enumerate(sentences)
+    ]
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -135,10 +138,14 @@ def as_text(inputs):
         inputs = [[*row, *[""] * (width - len(row))] for row in inputs]
     array = np.asarray(inputs, dtype=object)
     if array.ndim not in (1, 2):
-        raise InputError(f"text must be sentences [batch] or padded tokens [batch, max_len], got shape {array.shape}"
-                         + ("; wrap a single text in a list: [text]" if array.ndim == 0 else ""))
-    data = [_utf8(value, f"row {index[0]}" + (f", token {index[1]}," if len(index) == 2 else ""))
-            for index, value in np.ndenumerate(array)]
+        raise InputError(
+            f"text must be sentences [batch] or padded tokens [batch, max_len], got shape {array.shape}"
+            + ("; wrap a single text in a list: [text]" if array.ndim == 0 else "")
+        )
+    data = [
+        _utf8(value, f"row {index[0]}" + (f", token {index[1]}," if len(index) == 2 else ""))
+        for index, value in np.ndenumerate(array)
+    ]
     return tf.constant(np.array(data, dtype=object).reshape(array.shape), dtype=tf.string)
 
 
@@ -152,8 +159,10 @@ def assert_rows(valid, message: str) -> None:
 
     rank = valid.shape.rank
     rows = tf.reshape(valid, [-1]) if rank == 0 else tf.reduce_all(valid, axis=list(range(1, rank)))
-    tf.debugging.Assert(tf.reduce_all(rows), [f"elmo_keras: {message}; first bad row (0-based, in this batch):",
-                                              tf.where(tf.logical_not(rows))[:1, 0]])
+    tf.debugging.Assert(
+        tf.reduce_all(rows),
+        [f"elmo_keras: {message}; first bad row (0-based, in this batch):", tf.where(tf.logical_not(rows))[:1, 0]],
+    )
 
 
 def check_char_ids(ids, max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN, n_characters: int = 262):
@@ -164,14 +173,20 @@ def check_char_ids(ids, max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN
 
     dtype = tf.as_dtype(ids.dtype)
     if not dtype.is_integer:
-        raise InputError(f"char ids must be integers (int32, as elmo_keras.batch_to_ids makes them), got "
-                         f"{dtype.name}; pass text as str, or cast ids that are whole numbers")
+        raise InputError(
+            f"char ids must be integers (int32, as elmo_keras.batch_to_ids makes them), got "
+            f"{dtype.name}; pass text as str, or cast ids that are whole numbers"
+        )
     if ids.shape[-1] not in (None, max_characters_per_token):
-        raise InputError(f"char ids have {ids.shape[-1]} ids per token, but the options say "
-                         f"max_characters_per_token={max_characters_per_token}: make them with "
-                         f"batch_to_ids(tokens, max_characters_per_token={max_characters_per_token})")
-    assert_rows((ids >= 0) & (ids < n_characters),
-                f"char ids must be in [0, {n_characters}) (0 = padding token; see elmo_keras.batch_to_ids)")
+        raise InputError(
+            f"char ids have {ids.shape[-1]} ids per token, but the options say "
+            f"max_characters_per_token={max_characters_per_token}: make them with "
+            f"batch_to_ids(tokens, max_characters_per_token={max_characters_per_token})"
+        )
+    assert_rows(
+        (ids >= 0) & (ids < n_characters),
+        f"char ids must be in [0, {n_characters}) (0 = padding token; see elmo_keras.batch_to_ids)",
+    )
     return tf.cast(ids, tf.int32)
 
 

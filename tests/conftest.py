@@ -47,9 +47,10 @@ def embedder(fixture_files):
 def random_elmo(fixture_options):
     """An Elmo of the fixture architecture with random weights large enough that the words' vectors differ
     clearly (the fixture's own weights give nearly constant vectors, which makes learning tests slow)."""
-    import elmo_keras as ek
     from elmo_keras.options import load_options
     from elmo_keras.weights import random_weights
+
+    import elmo_keras as ek
 
     layer = ek.Elmo(fixture_options)
     layer.build()
@@ -61,10 +62,22 @@ def random_elmo(fixture_options):
 def skip_options() -> dict:
     """A tiny architecture with what the fixture lacks: skip connections, tanh, one highway, 3 layers."""
     return {
-        "lstm": {"cell_clip": 3, "use_skip_connections": True, "n_layers": 3, "proj_clip": 3,
-                 "projection_dim": 8, "dim": 12},
-        "char_cnn": {"embedding": {"dim": 4}, "filters": [[1, 4], [2, 6], [3, 6]], "n_highway": 1,
-                     "n_characters": 262, "max_characters_per_token": 50, "activation": "tanh"},
+        "lstm": {
+            "cell_clip": 3,
+            "use_skip_connections": True,
+            "n_layers": 3,
+            "proj_clip": 3,
+            "projection_dim": 8,
+            "dim": 12,
+        },
+        "char_cnn": {
+            "embedding": {"dim": 4},
+            "filters": [[1, 4], [2, 6], [3, 6]],
+            "n_highway": 1,
+            "n_characters": 262,
+            "max_characters_per_token": 50,
+            "activation": "tanh",
+        },
     }
 
 

@@ -4,6 +4,7 @@ It works one sentence at a time, on the released hdf5 arrays, with an explicit p
 no padding, no reversal tricks. Used to check the Keras layers where the bilm-tf fixture does not reach
 (skip connections, tanh activation, the backward direction with padding, layer norm in ScalarMix).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -35,7 +36,7 @@ def token_embedding(ids: np.ndarray, w: dict, options: dict) -> np.ndarray:
         kernel = w[f"CNN/W_cnn_{i}"][0]  # [width, d, num]
         best = np.full(num, -np.inf)
         for start in range(len(ids) - width + 1):
-            window = chars[start:start + width]  # [width, d]
+            window = chars[start : start + width]  # [width, d]
             value = np.einsum("wd,wdn->n", window, kernel) + w[f"CNN/b_cnn_{i}"]
             best = np.maximum(best, value)
         feats.append(np.maximum(best, 0) if cnn["activation"] == "relu" else np.tanh(best))

@@ -2,6 +2,7 @@
 
 The CLI, training and export cases are in test_bad_input_cli.py.
 """
+
 import inspect
 import json
 import re
@@ -53,10 +54,13 @@ def test_broken_weight_file_is_named(tmp_path, fixture_files, content):
         ek.Elmo.from_pretrained(fixture_files[0], path)
 
 
-@pytest.mark.parametrize("replace, words", [
-    (lambda f: f.create_group("char_embed"), "'char_embed' is a Group, expected a dataset of shape"),
-    (lambda f: f.create_dataset("char_embed", data=np.array([b"x"] * 261)), "'char_embed' holds |S1 values"),
-])
+@pytest.mark.parametrize(
+    "replace, words",
+    [
+        (lambda f: f.create_group("char_embed"), "'char_embed' is a Group, expected a dataset of shape"),
+        (lambda f: f.create_dataset("char_embed", data=np.array([b"x"] * 261)), "'char_embed' holds |S1 values"),
+    ],
+)
 def test_dataset_replaced_by_group_or_strings(tmp_path, fixture_files, replace, words):
     path = tmp_path / "w.hdf5"
     shutil.copy(fixture_files[1], path)
@@ -68,14 +72,17 @@ def test_dataset_replaced_by_group_or_strings(tmp_path, fixture_files, replace, 
 
 
 # -- options ------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("section, key, value, words", [
-    ("lstm", "cell_clip", "abc", "'lstm.cell_clip' must be a positive number or null"),
-    ("lstm", "cell_clip", -3, "'lstm.cell_clip' must be a positive number or null"),
-    ("lstm", "proj_clip", True, "'lstm.proj_clip' must be a positive number or null"),
-    ("lstm", "use_skip_connections", "no", "'lstm.use_skip_connections' must be true or false"),
-    ("lstm", "n_layers", "2", "'lstm.n_layers' must be a positive integer"),
-    ("char_cnn", "embedding", 4, "'char_cnn.embedding' must be an object"),
-])
+@pytest.mark.parametrize(
+    "section, key, value, words",
+    [
+        ("lstm", "cell_clip", "abc", "'lstm.cell_clip' must be a positive number or null"),
+        ("lstm", "cell_clip", -3, "'lstm.cell_clip' must be a positive number or null"),
+        ("lstm", "proj_clip", True, "'lstm.proj_clip' must be a positive number or null"),
+        ("lstm", "use_skip_connections", "no", "'lstm.use_skip_connections' must be true or false"),
+        ("lstm", "n_layers", "2", "'lstm.n_layers' must be a positive integer"),
+        ("char_cnn", "embedding", 4, "'char_cnn.embedding' must be an object"),
+    ],
+)
 def test_options_of_the_wrong_type(fixture_options, fixture_files, section, key, value, words):
     with pytest.raises(InputError, match=re.escape(words)):
         ek.Elmo.from_pretrained(_options(fixture_options, section, key, value), fixture_files[1])
@@ -95,21 +102,29 @@ def test_options_file_that_is_not_text(tmp_path):
         ek.load_options(path)
 
 
-@pytest.mark.parametrize("section, key, option, dataset", [
-    ("char_cnn", "n_highway", "char_cnn.n_highway", "CNN_high_1/W_carry"),
-    ("lstm", "n_layers", "lstm.n_layers", "RNN_0/RNN/MultiRNNCell/Cell1/LSTMCell/B"),
-])
+@pytest.mark.parametrize(
+    "section, key, option, dataset",
+    [
+        ("char_cnn", "n_highway", "char_cnn.n_highway", "CNN_high_1/W_carry"),
+        ("lstm", "n_layers", "lstm.n_layers", "RNN_0/RNN/MultiRNNCell/Cell1/LSTMCell/B"),
+    ],
+)
 def test_options_smaller_than_the_weights(fixture_options, fixture_files, section, key, option, dataset):
     with pytest.raises(InputError, match=f"datasets the options do not describe: .*{dataset}.*fix {option}"):
         ek.BiLM.from_pretrained(_options(fixture_options, section, key, 1), fixture_files[1])
 
 
 def test_char_ids_made_for_another_max_characters_per_token(fixture_options, fixture_files):
-    bilm = ek.BiLM.from_pretrained(_options(fixture_options, "char_cnn", "max_characters_per_token", 40),
-                                   fixture_files[1])
+    bilm = ek.BiLM.from_pretrained(
+        _options(fixture_options, "char_cnn", "max_characters_per_token", 40), fixture_files[1]
+    )
     assert bilm(ek.batch_to_ids([["a"]], max_characters_per_token=40))["mask"].shape == (1, 1)
-    with pytest.raises(InputError, match=re.escape("max_characters_per_token=40: make them with "
-                                                   "batch_to_ids(tokens, max_characters_per_token=40)")):
+    with pytest.raises(
+        InputError,
+        match=re.escape(
+            "max_characters_per_token=40: make them with batch_to_ids(tokens, max_characters_per_token=40)"
+        ),
+    ):
         bilm(ek.batch_to_ids([["a"]]))
 
 
@@ -121,8 +136,7 @@ def test_unknown_preset():
 # -- text: what users pass ----------------------------------------------------------------------------------
 def test_elmo_takes_lists_tuples_and_numpy_str_arrays(elmo):
     expected = elmo(tf.constant(TEXTS)).numpy()
-    for texts in (TEXTS, tuple(TEXTS), np.array(TEXTS), np.array(TEXTS, dtype=object),
-                  [t.encode() for t in TEXTS]):
+    for texts in (TEXTS, tuple(TEXTS), np.array(TEXTS), np.array(TEXTS, dtype=object), [t.encode() for t in TEXTS]):
         np.testing.assert_allclose(elmo(texts).numpy(), expected, atol=1e-6)
     assert elmo([]).shape == (0, 0, 32)
     tokens = [t.split() for t in TEXTS]
@@ -130,16 +144,19 @@ def test_elmo_takes_lists_tuples_and_numpy_str_arrays(elmo):
     np.testing.assert_allclose(elmo(tokens).numpy(), padded, atol=1e-6)  # ragged token lists are padded
 
 
-@pytest.mark.parametrize("bad, error, words", [
-    (["a b", None], TypeError, "row 1 is None (NoneType); text must be str"),
-    (["a b", 3], TypeError, "row 1 is 3 (int); text must be str"),
-    ([["a", "b"], ["c", None]], TypeError, "row 1, token 1, is None"),
-    ("a b", InputError, "wrap a single text in a list: [text]"),
-    ([[["a"]]], InputError, "sentences [batch] or padded tokens [batch, max_len], got shape (1, 1, 1)"),
-    (["a b", ["c"]], InputError, "mixes strings and token lists"),
-    (["ok", b"caf\xe9"], InputError, "row 1 is not valid UTF-8"),
-    (["ok", "\ud800"], InputError, "row 1 cannot be encoded as UTF-8"),
-])
+@pytest.mark.parametrize(
+    "bad, error, words",
+    [
+        (["a b", None], TypeError, "row 1 is None (NoneType); text must be str"),
+        (["a b", 3], TypeError, "row 1 is 3 (int); text must be str"),
+        ([["a", "b"], ["c", None]], TypeError, "row 1, token 1, is None"),
+        ("a b", InputError, "wrap a single text in a list: [text]"),
+        ([[["a"]]], InputError, "sentences [batch] or padded tokens [batch, max_len], got shape (1, 1, 1)"),
+        (["a b", ["c"]], InputError, "mixes strings and token lists"),
+        (["ok", b"caf\xe9"], InputError, "row 1 is not valid UTF-8"),
+        (["ok", "\ud800"], InputError, "row 1 cannot be encoded as UTF-8"),
+    ],
+)
 def test_text_that_is_not_text(elmo, bad, error, words):
     with pytest.raises(error, match=re.escape(words)):
         elmo(bad)
@@ -149,14 +166,16 @@ def test_models_take_lists_and_numpy_str_arrays(classifier, elmo, tmp_path):
     expected = classifier.predict(np.array(TEXTS, dtype=object), verbose=0)
     for texts in (TEXTS, tuple(TEXTS), np.array(TEXTS)):
         np.testing.assert_allclose(classifier.predict(texts, verbose=0), expected, atol=1e-6)
-    history = classifier.fit(np.array(TEXTS), np.array([0, 1, 2]), validation_data=(TEXTS, np.array([0, 1, 2])),
-                             epochs=1, verbose=0).history
+    history = classifier.fit(
+        np.array(TEXTS), np.array([0, 1, 2]), validation_data=(TEXTS, np.array([0, 1, 2])), epochs=1, verbose=0
+    ).history
     assert set(history) >= {"loss", "val_loss"}
     assert np.isfinite(classifier.evaluate(TEXTS, np.array([0, 1, 2]), verbose=0)[0])
     tagger = models.sequence_tagger(elmo, 3, units=4, hidden=8)
     tokens = [t.split() for t in TEXTS]
-    np.testing.assert_allclose(tagger.predict(tokens, verbose=0), tagger.predict(models.pad_tokens(tokens),
-                                                                                 verbose=0), atol=1e-6)
+    np.testing.assert_allclose(
+        tagger.predict(tokens, verbose=0), tagger.predict(models.pad_tokens(tokens), verbose=0), atol=1e-6
+    )
     classifier.save(tmp_path / "c.keras")
     again = keras.models.load_model(tmp_path / "c.keras", safe_mode=True)
     assert isinstance(again, models.TextModel)
@@ -210,8 +229,9 @@ def test_char_ids_must_be_integers(elmo):
 def test_char_ids_out_of_range_name_the_row(elmo, value):
     ids = ek.batch_to_ids([["a"], ["b"], ["c"]])
     ids[2, 0, 3] = value
-    with pytest.raises(InputError, match=re.escape(f"char ids must be in [0, 262) (0 = padding token): row 2, "
-                                                   f"token 0 has id {value}")):
+    with pytest.raises(
+        InputError, match=re.escape(f"char ids must be in [0, 262) (0 = padding token): row 2, token 0 has id {value}")
+    ):
         elmo(ids)  # eagerly: checked before running
 
 

@@ -1,5 +1,6 @@
 """Bad input to `elmo-keras train` / `export`, export_serving and pretrain (issue 16): a one-line error (exit 2)
 that names the problem, before any work, and nothing left behind."""
+
 import csv
 import json
 import os
@@ -18,10 +19,21 @@ from elmo_keras.export import export_serving
 from elmo_keras.lm import pretrain
 
 TRAIN = Path(__file__).parent / "fixtures" / "bilm-tf" / "train"
-TINY_LM = {"char_cnn": {"filters": [[1, 8], [2, 8], [3, 16]], "n_highway": 1, "embedding": {"dim": 4}},
-           "lstm": {"dim": 16, "projection_dim": 8, "n_layers": 2, "cell_clip": 3, "proj_clip": 3,
-                    "use_skip_connections": True},
-           "batch_size": 2, "dropout": 0.0, "backup_every_steps": 1, "shuffle_buffer": 100}
+TINY_LM = {
+    "char_cnn": {"filters": [[1, 8], [2, 8], [3, 16]], "n_highway": 1, "embedding": {"dim": 4}},
+    "lstm": {
+        "dim": 16,
+        "projection_dim": 8,
+        "n_layers": 2,
+        "cell_clip": 3,
+        "proj_clip": 3,
+        "use_skip_connections": True,
+    },
+    "batch_size": 2,
+    "dropout": 0.0,
+    "backup_every_steps": 1,
+    "shuffle_buffer": 100,
+}
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
 
@@ -75,58 +87,90 @@ def _rejected_by_argparse(argv: list[str], capsys, words: str) -> None:
 def test_train_out_folder_must_exist(tmp_path, model_args, capsys):
     data = _csv(tmp_path / "d.csv", ROWS)
     out = tmp_path / "missing" / "m.keras"
-    _fails(["train", "--data", str(data), *model_args, "--out", str(out)], capsys,
-           f"folder {out.parent} does not exist")
+    _fails(
+        ["train", "--data", str(data), *model_args, "--out", str(out)], capsys, f"folder {out.parent} does not exist"
+    )
     assert os.listdir(tmp_path) == ["d.csv"]
 
 
 @pytest.mark.parametrize("out", ["", "m.h5"])
 def test_train_out_must_be_a_keras_file_name(tmp_path, model_args, capsys, out):
     data = _csv(tmp_path / "d.csv", ROWS)
-    _fails(["train", "--data", str(data), *model_args, "--out", str(tmp_path / out)], capsys,
-           "give a file name ending in .keras")
+    _fails(
+        ["train", "--data", str(data), *model_args, "--out", str(tmp_path / out)],
+        capsys,
+        "give a file name ending in .keras",
+    )
     assert os.listdir(tmp_path) == ["d.csv"]
 
 
 def test_train_export_folder_must_be_writable(tmp_path, model_args, capsys):
     data = _csv(tmp_path / "d.csv", ROWS)
     (tmp_path / "a_file").write_text("")
-    _fails(["train", "--data", str(data), *model_args, "--out", str(tmp_path / "m.keras"),
-            "--export", str(tmp_path / "a_file" / "name")], capsys, f"cannot write into {tmp_path / 'a_file'}")
+    _fails(
+        [
+            "train",
+            "--data",
+            str(data),
+            *model_args,
+            "--out",
+            str(tmp_path / "m.keras"),
+            "--export",
+            str(tmp_path / "a_file" / "name"),
+        ],
+        capsys,
+        f"cannot write into {tmp_path / 'a_file'}",
+    )
     assert sorted(os.listdir(tmp_path)) == ["a_file", "d.csv"]
 
 
 def test_train_empty_test_split(tmp_path, model_args, capsys):
     data = _csv(tmp_path / "d.csv", [("a", "x"), ("b", "y"), ("c", "z"), ("d", "x"), ("e", "y")])
-    _fails(["train", "--data", str(data), *model_args, "--out", str(tmp_path / "m.keras")], capsys,
-           f"cannot split {data} into train and test (5 rows, 3 classes)", "--test CSV")
+    _fails(
+        ["train", "--data", str(data), *model_args, "--out", str(tmp_path / "m.keras")],
+        capsys,
+        f"cannot split {data} into train and test (5 rows, 3 classes)",
+        "--test CSV",
+    )
     assert os.listdir(tmp_path) == ["d.csv"]
 
 
 def test_train_needs_two_classes(tmp_path, model_args, capsys):
     data = _csv(tmp_path / "d.csv", [(f"t{i}", "only") for i in range(10)])
-    _fails(["train", "--data", str(data), *model_args, "--out", str(tmp_path / "m.keras")], capsys,
-           "at least 2 classes", "['only']")
+    _fails(
+        ["train", "--data", str(data), *model_args, "--out", str(tmp_path / "m.keras")],
+        capsys,
+        "at least 2 classes",
+        "['only']",
+    )
 
 
 def test_train_csv_not_utf8(tmp_path, model_args, capsys):
     data = tmp_path / "d.csv"
     data.write_bytes("text,label\ncaf\xe9,x\n".encode("latin-1"))
-    _fails(["train", "--data", str(data), *model_args, "--out", str(tmp_path / "m.keras")], capsys,
-           f"{data} is not UTF-8 text")
+    _fails(
+        ["train", "--data", str(data), *model_args, "--out", str(tmp_path / "m.keras")],
+        capsys,
+        f"{data} is not UTF-8 text",
+    )
 
 
-@pytest.mark.parametrize("option, value", [("--epochs", "0"), ("--epochs", "-1"), ("--batch-size", "0"),
-                                           ("--units", "-4"), ("--max-tokens", "0")])
+@pytest.mark.parametrize(
+    "option, value",
+    [("--epochs", "0"), ("--epochs", "-1"), ("--batch-size", "0"), ("--units", "-4"), ("--max-tokens", "0")],
+)
 def test_train_counts_must_be_positive(tmp_path, model_args, capsys, option, value):
     _rejected_by_argparse(["train", *model_args, option, value], capsys, f"argument {option}: must be >= 1")
 
 
-@pytest.mark.parametrize("extra, words", [
-    (["--mix", "fixed"], "--mix fixed needs --mix-weights"),
-    (["--mix", "fixed", "--mix-weights", "0.5,a"], "--mix-weights must be comma-separated numbers"),
-    (["--learning-rate", "0"], "--learning-rate must be a positive number"),
-])
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        (["--mix", "fixed"], "--mix fixed needs --mix-weights"),
+        (["--mix", "fixed", "--mix-weights", "0.5,a"], "--mix-weights must be comma-separated numbers"),
+        (["--learning-rate", "0"], "--learning-rate must be a positive number"),
+    ],
+)
 def test_train_other_options(tmp_path, model_args, capsys, extra, words):
     data = _csv(tmp_path / "d.csv", ROWS)
     _fails(["train", "--data", str(data), *model_args, "--out", str(tmp_path / "m.keras"), *extra], capsys, words)
@@ -134,8 +178,11 @@ def test_train_other_options(tmp_path, model_args, capsys, extra, words):
 
 def test_train_unknown_preset(tmp_path, capsys):
     data = _csv(tmp_path / "d.csv", ROWS)
-    _fails(["train", "--data", str(data), "--preset", "nope", "--out", str(tmp_path / "m.keras")], capsys,
-           "unknown preset 'nope'")
+    _fails(
+        ["train", "--data", str(data), "--preset", "nope", "--out", str(tmp_path / "m.keras")],
+        capsys,
+        "unknown preset 'nope'",
+    )
 
 
 def test_train_keeps_the_model_when_evaluation_fails(tmp_path, model_args, monkeypatch, fixture_files, capsys):
@@ -156,8 +203,11 @@ def test_train_keeps_the_model_when_evaluation_fails(tmp_path, model_args, monke
 
 # -- export -------------------------------------------------------------------------------------------------
 def test_export_negative_version(tmp_path, saved_model, elmo, capsys):
-    _rejected_by_argparse(["export", str(saved_model), "--out", str(tmp_path / "s"), "--version", "-3"], capsys,
-                          "argument --version: must be >= 0")
+    _rejected_by_argparse(
+        ["export", str(saved_model), "--out", str(tmp_path / "s"), "--version", "-3"],
+        capsys,
+        "argument --version: must be >= 0",
+    )
     for version in (-3, "3", 2.0, True):
         with pytest.raises(InputError, match="version must be an integer >= 0"):
             export_serving(elmo, tmp_path / "s", version=version)
@@ -177,10 +227,12 @@ def test_export_existing_version_and_bad_labels(tmp_path, saved_model, capsys):
     out = tmp_path / "s"
     assert main(["export", str(saved_model), "--out", str(out), "--version", "3"]) == 0
     capsys.readouterr()
-    _fails(["export", str(saved_model), "--out", str(out), "--version", "3"], capsys,
-           f"{out / '3'} exists already")
-    _fails(["export", str(saved_model), "--out", str(out), "--labels", "a,b,c"], capsys,
-           "3 class names for a model with 2 outputs")
+    _fails(["export", str(saved_model), "--out", str(out), "--version", "3"], capsys, f"{out / '3'} exists already")
+    _fails(
+        ["export", str(saved_model), "--out", str(out), "--labels", "a,b,c"],
+        capsys,
+        "3 class names for a model with 2 outputs",
+    )
     model = tmp_path / "m.keras"
     shutil.copy(saved_model, model)
     (tmp_path / "m.keras.labels.json").write_text("[neg, pos]")
@@ -229,8 +281,21 @@ def test_pretrain_counts_must_be_positive(tmp_path, capsys):
             pretrain([TRAIN / "data.txt"], None, TINY_LM, tmp_path / "run", epochs=epochs)
     with pytest.raises(InputError, match="steps_per_epoch .* must be a positive integer, got 0"):
         pretrain([TRAIN / "data.txt"], None, TINY_LM, tmp_path / "run", steps_per_epoch=0)
-    _fails(["pretrain", "--train", str(TRAIN / "data.txt"), "--options", str(options), "--out",
-            str(tmp_path / "run"), "--epochs", "0"], capsys, "must be a positive integer, got 0")
+    _fails(
+        [
+            "pretrain",
+            "--train",
+            str(TRAIN / "data.txt"),
+            "--options",
+            str(options),
+            "--out",
+            str(tmp_path / "run"),
+            "--epochs",
+            "0",
+        ],
+        capsys,
+        "must be a positive integer, got 0",
+    )
     with pytest.raises(InputError, match="options: 'n_epochs' must be a positive integer"):
         pretrain([TRAIN / "data.txt"], None, {**TINY_LM, "n_epochs": "3"}, tmp_path / "run")
     assert os.listdir(tmp_path) == ["options.json"]
@@ -254,8 +319,9 @@ class _Interrupt(keras.callbacks.Callback):
 def test_pretrain_resumed_from_backup_keeps_every_epoch(tmp_path):
     out = tmp_path / "run"
     with pytest.raises(KeyboardInterrupt):
-        pretrain([TRAIN / "data.txt"], None, TINY_LM, out, epochs=3, callbacks=[_Interrupt(2)], verbose=0,
-                 log=lambda _: None)
+        pretrain(
+            [TRAIN / "data.txt"], None, TINY_LM, out, epochs=3, callbacks=[_Interrupt(2)], verbose=0, log=lambda _: None
+        )
     _, state = pretrain([TRAIN / "data.txt"], None, TINY_LM, out, epochs=3, verbose=0, log=lambda _: None)
     assert state["epochs_completed"] == 3 and len(state["tokens_per_second"]) == 3
     assert {len(values) for values in state["history"].values()} == {3}

@@ -1,15 +1,15 @@
 """Apache Beam: `elmo-keras embed --runner beam` (2 DirectRunner worker processes) equals the local runner on every
 line; a local run interrupted half-way is finished by Beam; EmbedLines in a user's pipeline."""
-import numpy as np
-import pytest
-
-import elmo_keras as ek
-from elmo_keras.cli import main
 
 import apache_beam as beam
+import numpy as np
+import pytest
 from apache_beam.testing.util import assert_that
 from elmo_keras.beam import EmbedderSpec, EmbedLines, pipeline_options
 from test_corpus import AWKWARD, AWKWARD_LINES, _expected, _Interrupt
+
+import elmo_keras as ek
+from elmo_keras.cli import main
 
 pytestmark = pytest.mark.slow
 
@@ -33,9 +33,28 @@ def test_two_beam_workers_equal_the_local_runner(embedder, awkward_file, tmp_pat
     local = tmp_path / "local"
     ek.embed_file(embedder, awkward_file, local, fmt="shards", shard_lines=3, progress=False)
     out = tmp_path / "beam"
-    assert main(["embed", str(awkward_file), str(out), "--options", fixture_files[0], "--weights",
-                 fixture_files[1], "--format", "shards", "--shard-lines", "3", "--runner", "beam",
-                 "--num-workers", "2"]) == 0
+    assert (
+        main(
+            [
+                "embed",
+                str(awkward_file),
+                str(out),
+                "--options",
+                fixture_files[0],
+                "--weights",
+                fixture_files[1],
+                "--format",
+                "shards",
+                "--shard-lines",
+                "3",
+                "--runner",
+                "beam",
+                "--num-workers",
+                "2",
+            ]
+        )
+        == 0
+    )
     assert "24 lines -> " in capsys.readouterr().out
     _assert_same(local, out, 24)
     with ek.load_embeddings(out) as got:
@@ -43,13 +62,28 @@ def test_two_beam_workers_equal_the_local_runner(embedder, awkward_file, tmp_pat
             np.testing.assert_allclose(g, e, atol=1e-5)
 
 
-def test_beam_finishes_an_interrupted_local_run_into_hdf5(embedder, awkward_file, tmp_path, fixture_files,
-                                                          capsys):
+def test_beam_finishes_an_interrupted_local_run_into_hdf5(embedder, awkward_file, tmp_path, fixture_files, capsys):
     out = tmp_path / "out.h5"
     with pytest.raises(KeyboardInterrupt):
         ek.embed_file(embedder, awkward_file, out, shard_lines=3, runner=_Interrupt(embedder, 3), progress=False)
-    assert main(["embed", str(awkward_file), str(out), "--options", fixture_files[0], "--weights",
-                 fixture_files[1], "--shard-lines", "3", "--runner", "beam"]) == 0
+    assert (
+        main(
+            [
+                "embed",
+                str(awkward_file),
+                str(out),
+                "--options",
+                fixture_files[0],
+                "--weights",
+                fixture_files[1],
+                "--shard-lines",
+                "3",
+                "--runner",
+                "beam",
+            ]
+        )
+        == 0
+    )
     assert "9 reused from an interrupted run, 15 embedded" in capsys.readouterr().out
     whole = tmp_path / "whole.h5"
     ek.embed_file(embedder, awkward_file, whole, progress=False)
@@ -60,8 +94,11 @@ def test_embed_lines_in_a_users_pipeline(embedder, fixture_files):
     lines = AWKWARD_LINES
     spec = EmbedderSpec(*fixture_files, batch_size=4)
     with beam.Pipeline(options=pipeline_options()) as pipeline:
-        got = (pipeline | beam.Create(list(enumerate(line.rstrip("\r") for line in lines)))
-               | EmbedLines(spec, layers="top", min_batch_size=2, max_batch_size=3))
+        got = (
+            pipeline
+            | beam.Create(list(enumerate(line.rstrip("\r") for line in lines)))
+            | EmbedLines(spec, layers="top", min_batch_size=2, max_batch_size=3)
+        )
         expected = dict(enumerate(_expected(embedder, lines, layers="top")))
 
         def check(pairs):

@@ -1,4 +1,5 @@
 """The elmo-keras command: embed (hdf5/npy, resume, empty lines), train + export on CSV, help, bad arguments."""
+
 import csv
 import json
 import os
@@ -28,8 +29,12 @@ def test_embed_hdf5_with_empty_line(tmp_path, model_args, fixture_files):
         assert sorted(k for k in f if k.isdigit()) == ["0", "1", "2", "3"]
         assert f["1"].shape == (3, 0, 32)  # the empty line is kept, as an empty array
         assert f["2"].shape == (3, 2, 32)
-        expected = np.stack([np.asarray(t)[0] for t in bilm(ek.batch_to_ids([["The", "bank", "approved", "the",
-                                                                               "loan", "."]]))["layers"]])
+        expected = np.stack(
+            [
+                np.asarray(t)[0]
+                for t in bilm(ek.batch_to_ids([["The", "bank", "approved", "the", "loan", "."]]))["layers"]
+            ]
+        )
         np.testing.assert_allclose(f["0"][...], expected, atol=1e-6)
         index = json.loads(f["sentence_to_index"][0])
         assert index["The bank approved the loan ."] == [0, 3] and index[""] == [1]
@@ -52,9 +57,29 @@ def test_train_on_csv_then_export(tmp_path, model_args, capsys):
         writer.writerow(["review", "sentiment"])
         writer.writerows(rows * 5)
     model = tmp_path / "m.keras"
-    assert main(["train", "--data", str(data), "--text-column", "review", "--label-column", "sentiment",
-                 *model_args, "--epochs", "1", "--units", "4", "--out", str(model),
-                 "--export", str(tmp_path / "saved" / "reviews")]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--data",
+                str(data),
+                "--text-column",
+                "review",
+                "--label-column",
+                "sentiment",
+                *model_args,
+                "--epochs",
+                "1",
+                "--units",
+                "4",
+                "--out",
+                str(model),
+                "--export",
+                str(tmp_path / "saved" / "reviews"),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "test: accuracy" in printed and "macro_f1" in printed
     assert json.loads((tmp_path / "m.keras.labels.json").read_text()) == ["neg", "pos"]

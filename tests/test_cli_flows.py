@@ -1,6 +1,7 @@
 """The CLI as a user runs it: each step is its own process, each step is SIGKILLed once and run again, and what
 it wrote is used by the next step in a fresh process (train -> export -> served without elmo_keras;
 pretrain -> embed -> ek.load_embeddings); train and export over a file-size limit keep what was there."""
+
 import csv
 import json
 import os
@@ -18,18 +19,35 @@ import elmo_keras as ek
 from tests.fresh import run_cli, run_fresh
 
 TRAIN = Path(__file__).parent / "fixtures" / "bilm-tf" / "train"
-TINY_LM = {"char_cnn": {"filters": [[1, 8], [2, 8], [3, 16]], "n_highway": 1, "embedding": {"dim": 4}},
-           "lstm": {"dim": 16, "projection_dim": 8, "n_layers": 2, "cell_clip": 3, "proj_clip": 3,
-                    "use_skip_connections": True},
-           "batch_size": 2, "dropout": 0.0, "backup_every_steps": 1, "shuffle_buffer": 100}
+TINY_LM = {
+    "char_cnn": {"filters": [[1, 8], [2, 8], [3, 16]], "n_highway": 1, "embedding": {"dim": 4}},
+    "lstm": {
+        "dim": 16,
+        "projection_dim": 8,
+        "n_layers": 2,
+        "cell_clip": 3,
+        "proj_clip": 3,
+        "use_skip_connections": True,
+    },
+    "batch_size": 2,
+    "dropout": 0.0,
+    "backup_every_steps": 1,
+    "shuffle_buffer": 100,
+}
 ROWS = [("good fun movie", "pos"), ("bad boring film", "neg"), ("great acting", "pos"), ("awful plot", "neg")]
 
 
 def _start(args: list[str], cwd: Path, log: Path, **kwargs) -> subprocess.Popen:
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONUNBUFFERED": "1"}
     with open(log, "w") as out:
-        return subprocess.Popen([sys.executable, "-m", "elmo_keras.cli", *args], cwd=cwd, env=env, stdout=out,
-                                stderr=subprocess.STDOUT, **kwargs)
+        return subprocess.Popen(
+            [sys.executable, "-m", "elmo_keras.cli", *args],
+            cwd=cwd,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            **kwargs,
+        )
 
 
 def _kill_when(process: subprocess.Popen, ready, log: Path, timeout: float = 300) -> None:
@@ -58,13 +76,24 @@ def _no_room_keeps_the_old_model(train: list[str], folder: Path) -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (len(before) // 2, resource.RLIM_INFINITY))
 
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    for args, written in [([*train, "--epochs", "1"], "m.keras"),
-                          (["export", "m.keras", "--out", "saved/limited"], folder / "saved" / "limited")]:
-        done = subprocess.run([sys.executable, "-m", "elmo_keras.cli", *args], cwd=folder, env=env,
-                              capture_output=True, text=True, preexec_fn=limit_file_size)
+    for args, written in [
+        ([*train, "--epochs", "1"], "m.keras"),
+        (["export", "m.keras", "--out", "saved/limited"], folder / "saved" / "limited"),
+    ]:
+        done = subprocess.run(
+            [sys.executable, "-m", "elmo_keras.cli", *args],
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            text=True,
+            preexec_fn=limit_file_size,
+        )
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
-        assert done.stderr.strip().splitlines()[-1].startswith(
-            f"elmo-keras {args[0]}: error: disk full or file too large writing {written} "), done.stderr[-3000:]
+        assert (
+            done.stderr.strip()
+            .splitlines()[-1]
+            .startswith(f"elmo-keras {args[0]}: error: disk full or file too large writing {written} ")
+        ), done.stderr[-3000:]
     assert (folder / "m.keras").read_bytes() == before
     assert (folder / "m.keras.labels.json").read_text() == labels
     assert os.listdir(folder / "saved" / "limited") == []
@@ -74,8 +103,21 @@ def _no_room_keeps_the_old_model(train: list[str], folder: Path) -> None:
 def test_train_export_serve_each_killed_once(tmp_path, fixture_files):
     with open(tmp_path / "reviews.csv", "w", newline="", encoding="utf-8-sig") as f:  # with a BOM, as Excel writes
         csv.writer(f).writerows([("text", "label"), *ROWS * 5])
-    train = ["train", "--data", "reviews.csv", "--options", fixture_files[0], "--weights", fixture_files[1],
-             "--epochs", "2", "--units", "4", "--out", "m.keras"]  # the default --words 128: a StaticEmbedding
+    train = [
+        "train",
+        "--data",
+        "reviews.csv",
+        "--options",
+        fixture_files[0],
+        "--weights",
+        fixture_files[1],
+        "--epochs",
+        "2",
+        "--units",
+        "4",
+        "--out",
+        "m.keras",
+    ]  # the default --words 128: a StaticEmbedding
     log = tmp_path / "train.log"
     _kill_when(_start(train, tmp_path, log), lambda: "Epoch 1/" in log.read_text(), log)
     assert not (tmp_path / "m.keras").exists()
@@ -87,8 +129,11 @@ def test_train_export_serve_each_killed_once(tmp_path, fixture_files):
     export = ["export", "m.keras", "--out", "saved/reviews"]
     log = tmp_path / "export.log"
     base = tmp_path / "saved" / "reviews"
-    _kill_when(_start(export, tmp_path, log),
-               lambda: base.is_dir() and any(name.startswith(".tmp-") for name in os.listdir(base)), log)
+    _kill_when(
+        _start(export, tmp_path, log),
+        lambda: base.is_dir() and any(name.startswith(".tmp-") for name in os.listdir(base)),
+        log,
+    )
     _ok(run_cli(*export, cwd=tmp_path))
     assert os.listdir(base) == ["1"], "the killed export's .tmp- folder is cleaned by the next export"
     assert json.loads((tmp_path / "m.keras.labels.json").read_text()) == ["neg", "pos"]
@@ -97,13 +142,17 @@ def test_train_export_serve_each_killed_once(tmp_path, fixture_files):
     assert sorted(os.listdir(base)) == ["1", "2", "3"]
 
     texts = ["good acting", "boring plot , awful", ""]
-    served = run_fresh(f"""
+    served = run_fresh(
+        f"""
         import json
         import tensorflow as tf
         out = tf.saved_model.load("saved/reviews/3").signatures["serving_default"](text=tf.constant({texts!r}))
         print(json.dumps({{"p": out["probabilities"].numpy().tolist(),
                            "label": [x.decode() for x in out["label"].numpy()]}}))
-        """, cwd=tmp_path, without_package=True)
+        """,
+        cwd=tmp_path,
+        without_package=True,
+    )
     served = json.loads(served.stdout.strip().splitlines()[-1])
     expected = keras.models.load_model(tmp_path / "m.keras").predict(texts, verbose=0)
     np.testing.assert_allclose(served["p"], expected, atol=1e-5)
@@ -112,32 +161,61 @@ def test_train_export_serve_each_killed_once(tmp_path, fixture_files):
 
 def test_pretrain_embed_load_each_killed_once(tmp_path):
     (tmp_path / "options.json").write_text(json.dumps(TINY_LM))
-    pretrain = ["pretrain", "--train", str(TRAIN / "data.txt"), "--options", "options.json", "--out", "lm",
-                "--epochs", "3"]
+    pretrain = [
+        "pretrain",
+        "--train",
+        str(TRAIN / "data.txt"),
+        "--options",
+        "options.json",
+        "--out",
+        "lm",
+        "--epochs",
+        "3",
+    ]
     log = tmp_path / "pretrain.log"
-    _kill_when(_start(pretrain, tmp_path, log), lambda: (tmp_path / "lm" / "backup").is_dir()
-               and "Epoch 2/" in log.read_text(), log)
+    _kill_when(
+        _start(pretrain, tmp_path, log),
+        lambda: (tmp_path / "lm" / "backup").is_dir() and "Epoch 2/" in log.read_text(),
+        log,
+    )
     _ok(run_cli(*pretrain, cwd=tmp_path))
     assert json.loads((tmp_path / "lm" / "state.json").read_text())["epochs_completed"] == 3
 
     lines = [" ".join(["the", "bank", "of", "words"][: 1 + i % 4]) for i in range(60)] + ["", "one more line"]
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    embed = ["embed", "in.txt", "out", "--preset", "lm", "--format", "shards", "--shard-lines", "8",
-             "--batch-size", "4", "--dtype", "float32"]
+    embed = [
+        "embed",
+        "in.txt",
+        "out",
+        "--preset",
+        "lm",
+        "--format",
+        "shards",
+        "--shard-lines",
+        "8",
+        "--batch-size",
+        "4",
+        "--dtype",
+        "float32",
+    ]
     log = tmp_path / "embed.log"
     _kill_when(_start(embed, tmp_path, log), lambda: (tmp_path / "out.partial").is_dir(), log)
     _ok(run_cli(*embed, cwd=tmp_path))
 
-    done = run_fresh("""
+    done = run_fresh(
+        """
         import json
         import numpy as np
         import elmo_keras as ek
         with ek.load_embeddings("out") as vectors:
             print(json.dumps([np.asarray(v).tolist() for v in vectors]))
-        """, cwd=tmp_path)
+        """,
+        cwd=tmp_path,
+    )
     loaded = json.loads(done.stdout.strip().splitlines()[-1])
-    embedder = ek.ElmoEmbedder(str(tmp_path / "lm" / "options.json"), str(tmp_path / "lm" / "weights.hdf5"),
-                               dtype="float32")
+    embedder = ek.ElmoEmbedder(
+        str(tmp_path / "lm" / "options.json"), str(tmp_path / "lm" / "weights.hdf5"), dtype="float32"
+    )
     expected = list(embedder.embed_sentences([line.split() for line in lines]))
     assert len(loaded) == len(lines)
     for got, want in zip(loaded, expected):

@@ -1,5 +1,6 @@
 """Corpus embedding (embed_file / elmo-keras embed): line contract, resume, manifest checks, no overwrite,
 formats and load_embeddings, bad input. Kill tests are in test_corpus_kill.py, Beam in test_beam.py."""
+
 import json
 import os
 
@@ -17,14 +18,16 @@ from elmo_keras.errors import InputError
 
 # lines with every separator that is NOT a line end here: U+2028, U+2029, U+0085, form feed, vertical tab,
 # NBSP, a lone \r inside a line; plus \r\n endings, empty and blank lines, and no final newline
-AWKWARD = ("The bank approved the loan .\r\n"
-           "\n"
-           "Hi\u2028there\u0085now\u2029end\n"
-           "form\ffeed\vvertical tab\n"
-           "no\u00a0break space 😀 Ünïcode\n"
-           "   \t \n"
-           "inner\rcarriage\r\n"
-           "last line without newline").encode("utf-8")
+AWKWARD = (
+    "The bank approved the loan .\r\n"
+    "\n"
+    "Hi\u2028there\u0085now\u2029end\n"
+    "form\ffeed\vvertical tab\n"
+    "no\u00a0break space 😀 Ünïcode\n"
+    "   \t \n"
+    "inner\rcarriage\r\n"
+    "last line without newline"
+).encode("utf-8")
 AWKWARD_LINES = AWKWARD.decode("utf-8").split("\n")
 
 
@@ -71,8 +74,11 @@ def test_output_index_is_line_number_and_tokens_are_tokenize(embedder, awkward_f
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.text(alphabet=st.sampled_from("ab \t\r\f\v\u2028\u0085\u00a0\x1cé😀"), max_size=6), max_size=8),
-       st.booleans(), st.booleans())
+@given(
+    st.lists(st.text(alphabet=st.sampled_from("ab \t\r\f\v\u2028\u0085\u00a0\x1cé😀"), max_size=6), max_size=8),
+    st.booleans(),
+    st.booleans(),
+)
 def test_line_reader_splits_on_newline_only(tmp_path_factory, lines, final_newline, bom):
     data = "\n".join(lines) + ("\n" if final_newline and lines else "")
     path = tmp_path_factory.mktemp("lines") / "x.txt"
@@ -105,8 +111,9 @@ def test_invalid_utf8_names_the_line_and_leaves_nothing(embedder, tmp_path, caps
     path.write_bytes(b"fine\nalso fine\nbad \xff byte\n")
     with pytest.raises(InputError, match=r"line 3 is not valid UTF-8"):
         ek.embed_file(embedder, path, tmp_path / "o.h5", progress=False)
-    code = main(["embed", str(path), str(tmp_path / "o.h5"), "--options", fixture_files[0],
-                 "--weights", fixture_files[1]])
+    code = main(
+        ["embed", str(path), str(tmp_path / "o.h5"), "--options", fixture_files[0], "--weights", fixture_files[1]]
+    )
     assert code == 2 and "line 3 is not valid UTF-8" in capsys.readouterr().err
     assert sorted(os.listdir(tmp_path)) == ["bad.txt"]
 
@@ -118,7 +125,7 @@ class _Interrupt:
         self.local, self.shards = corpus_run.local_runner(embedder, progress=False), shards
 
     def __call__(self, scan, folder, todo, manifest, commit):
-        self.local(scan, folder, todo[:self.shards], manifest, commit)
+        self.local(scan, folder, todo[: self.shards], manifest, commit)
         raise KeyboardInterrupt
 
 
@@ -128,11 +135,16 @@ def test_interrupted_run_resumes_and_equals_an_uninterrupted_one(embedder, awkwa
     ek.embed_file(embedder, awkward_file, whole, fmt=fmt, shard_lines=3, progress=False)
     out = tmp_path / "out"
     with pytest.raises(KeyboardInterrupt):
-        ek.embed_file(embedder, awkward_file, out, fmt=fmt, shard_lines=3, runner=_Interrupt(embedder, 2),
-                      progress=False)
+        ek.embed_file(
+            embedder, awkward_file, out, fmt=fmt, shard_lines=3, runner=_Interrupt(embedder, 2), progress=False
+        )
     assert "6 of 8 lines are committed" in capsys.readouterr().err
-    committed = (["output-1.hdf5", "shard-000000.json", "shard-000001.json"] if fmt == "hdf5" else  # values once
-                 ["shard-000000.h5", "shard-000001.h5"])
+    committed = (
+        ["output-1.hdf5", "shard-000000.json", "shard-000001.json"]
+        if fmt == "hdf5"
+        # values once
+        else ["shard-000000.h5", "shard-000001.h5"]
+    )
     assert not os.path.exists(out) and sorted(os.listdir(f"{out}.partial")) == [".lock", "manifest.json", *committed]
     report = ek.embed_file(embedder, awkward_file, out, fmt=fmt, shard_lines=3, progress=False)
     assert "6 reused from an interrupted run, 2 embedded" in report
@@ -168,18 +180,27 @@ def test_a_different_run_does_not_reuse_the_partial(embedder, awkward_file, tmp_
         np.testing.assert_allclose(got[0], _expected(embedder, ["The BANK approved the loan ."])[0], atol=1e-5)
 
 
-def test_existing_output_is_never_replaced_without_overwrite(embedder, awkward_file, tmp_path, capsys,
-                                                              fixture_files):
+def test_existing_output_is_never_replaced_without_overwrite(embedder, awkward_file, tmp_path, capsys, fixture_files):
     out = tmp_path / "out.h5"
     out.write_bytes(b"precious other data")
-    args = ["embed", str(awkward_file), str(out), "--options", fixture_files[0], "--weights", fixture_files[1],
-            "--shard-lines", "3"]
+    args = [
+        "embed",
+        str(awkward_file),
+        str(out),
+        "--options",
+        fixture_files[0],
+        "--weights",
+        fixture_files[1],
+        "--shard-lines",
+        "3",
+    ]
     assert main(args) == 2
     assert "exists; pass --overwrite" in capsys.readouterr().err
     assert out.read_bytes() == b"precious other data" and not os.path.exists(f"{out}.partial")
     with pytest.raises(KeyboardInterrupt):  # a failed --overwrite run leaves the old output intact
-        ek.embed_file(embedder, awkward_file, out, overwrite=True, shard_lines=3, runner=_Interrupt(embedder),
-                      progress=False)
+        ek.embed_file(
+            embedder, awkward_file, out, overwrite=True, shard_lines=3, runner=_Interrupt(embedder), progress=False
+        )
     assert out.read_bytes() == b"precious other data"
     assert main(args + ["--overwrite"]) == 0
     assert "3 reused from an interrupted run" in capsys.readouterr().out  # the CLI's own model load resumes it
@@ -193,28 +214,34 @@ def test_existing_output_is_never_replaced_without_overwrite(embedder, awkward_f
     assert [n for n in os.listdir(tmp_path) if n.endswith(".tmp")] == []
 
 
-@pytest.mark.parametrize("case, message", [
-    ("missing input", "input file not found"),
-    ("input is a folder", "input is not a file"),
-    ("no output folder", "output folder does not exist"),
-    ("output is a folder", "is a folder; --format hdf5 writes a file"),
-    ("batch size 0", "--batch-size: must be >= 1, got 0"),
-    ("shard lines 0", "--shard-lines: must be >= 1"),
-    ("missing weights", "cannot load the model"),
-    ("text as weights", "cannot load the model"),
-    ("workers without beam", "--num-workers and --beam-options need --runner beam"),
-])
-def test_cli_errors_are_one_line_exit_2_and_leave_nothing(tmp_path, capsys, fixture_files, awkward_file, case,
-                                                          message):
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("missing input", "input file not found"),
+        ("input is a folder", "input is not a file"),
+        ("no output folder", "output folder does not exist"),
+        ("output is a folder", "is a folder; --format hdf5 writes a file"),
+        ("batch size 0", "--batch-size: must be >= 1, got 0"),
+        ("shard lines 0", "--shard-lines: must be >= 1"),
+        ("missing weights", "cannot load the model"),
+        ("text as weights", "cannot load the model"),
+        ("workers without beam", "--num-workers and --beam-options need --runner beam"),
+    ],
+)
+def test_cli_errors_are_one_line_exit_2_and_leave_nothing(tmp_path, capsys, fixture_files, awkward_file, case, message):
     out = tmp_path / "out.h5"
     options, weights = fixture_files
-    args = {"missing input": [str(tmp_path / "nope.txt"), str(out)],
-            "input is a folder": [str(tmp_path), str(out)],
-            "no output folder": [str(awkward_file), str(tmp_path / "no" / "out.h5")],
-            "output is a folder": [str(awkward_file), str(tmp_path / "folder")],
-            }.get(case, [str(awkward_file), str(out)])
-    extra = {"batch size 0": ["--batch-size", "0"], "shard lines 0": ["--shard-lines", "0"],
-             "workers without beam": ["--num-workers", "2"]}.get(case, [])
+    args = {
+        "missing input": [str(tmp_path / "nope.txt"), str(out)],
+        "input is a folder": [str(tmp_path), str(out)],
+        "no output folder": [str(awkward_file), str(tmp_path / "no" / "out.h5")],
+        "output is a folder": [str(awkward_file), str(tmp_path / "folder")],
+    }.get(case, [str(awkward_file), str(out)])
+    extra = {
+        "batch size 0": ["--batch-size", "0"],
+        "shard lines 0": ["--shard-lines", "0"],
+        "workers without beam": ["--num-workers", "2"],
+    }.get(case, [])
     if case == "missing weights":
         weights = str(tmp_path / "missing.hdf5")
     if case == "text as weights":
@@ -250,15 +277,17 @@ def test_a_second_run_on_the_same_output_is_refused(embedder, awkward_file, tmp_
             ek.embed_file(embedder, awkward_file, out, progress=False)
 
 
-@pytest.mark.parametrize("fmt, damaged", [("shards", "shard-000001.h5"), ("hdf5", "shard-000001.json"),
-                                          ("hdf5", "output-1.hdf5")])
+@pytest.mark.parametrize(
+    "fmt, damaged", [("shards", "shard-000001.h5"), ("hdf5", "shard-000001.json"), ("hdf5", "output-1.hdf5")]
+)
 def test_stale_temporaries_and_damaged_shards_are_redone(embedder, awkward_file, tmp_path, fmt, damaged):
     """Outside harm: a truncated shard file or record is redone; so are the records whose lines lie past the end
     of a truncated values file."""
     out = tmp_path / "out.h5"
     with pytest.raises(KeyboardInterrupt):
-        ek.embed_file(embedder, awkward_file, out, fmt=fmt, shard_lines=3, runner=_Interrupt(embedder, 2),
-                      progress=False)
+        ek.embed_file(
+            embedder, awkward_file, out, fmt=fmt, shard_lines=3, runner=_Interrupt(embedder, 2), progress=False
+        )
     partial = f"{out}.partial"
     (tmp_path / "out.h5.partial" / ".shard-000002.h5.abc.tmp").write_bytes(b"half a shard")
     if damaged == "output-1.hdf5":  # cut inside shard 1's values (its lines come after shard 0's)

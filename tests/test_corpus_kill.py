@@ -1,6 +1,7 @@
 """Kill `elmo-keras embed` at many points (SIGKILL, SIGTERM, SIGINT; every format), run the same command again: it
 resumes, the output equals an uninterrupted run, nothing is left behind, and a kill lost at most the two pieces in
 progress. A second run on the same output is refused while the first holds it."""
+
 import os
 import random
 import signal
@@ -16,8 +17,10 @@ import elmo_keras as ek
 from elmo_keras.cli import main
 
 pytestmark = pytest.mark.slow
-WORDS = ("the bank approved a loan he sat on of river money time year people way day man thing woman life child "
-         "Ünïcode 😀 world school state family").split()
+WORDS = (
+    "the bank approved a loan he sat on of river money time year people way day man thing woman life child "
+    "Ünïcode 😀 world school state family"
+).split()
 
 # Child: patch one step of the run so that the process SIGKILLs itself exactly there (KILL_AT), or log the number of
 # lines each model call has computed (EMBEDDED_LOG); then run the CLI.
@@ -75,15 +78,28 @@ def corpus(tmp_path_factory, fixture_files):
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     embedder = ek.ElmoEmbedder(*fixture_files)
     expected = [embedder.embed_sentence(ek.tokenize(line)) for line in lines]
-    return path, expected, ["--options", fixture_files[0], "--weights", fixture_files[1], "--shard-lines", "16",
-                            "--dtype", "float32"]  # the child processes do not see conftest's float32 "auto"
+    return (
+        path,
+        expected,
+        ["--options", fixture_files[0], "--weights", fixture_files[1], "--shard-lines", "16", "--dtype", "float32"],
+    )  # the child processes do not see conftest's float32 "auto"
 
 
 def _child(args, kill_at=None, log=None, **popen):
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **({"KILL_AT": kill_at} if kill_at else {}),
-           **({"EMBEDDED_LOG": str(log)} if log else {})}
-    return subprocess.Popen([sys.executable, "-c", CHILD, "embed", *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **popen)
+    env = {
+        **os.environ,
+        "TF_CPP_MIN_LOG_LEVEL": "3",
+        **({"KILL_AT": kill_at} if kill_at else {}),
+        **({"EMBEDDED_LOG": str(log)} if log else {}),
+    }
+    return subprocess.Popen(
+        [sys.executable, "-c", CHILD, "embed", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **popen,
+    )
 
 
 def _resume_and_check(corpus, out, fmt, capsys, expect_reused=True):
@@ -102,9 +118,18 @@ def _resume_and_check(corpus, out, fmt, capsys, expect_reused=True):
     assert leftovers == []
 
 
-@pytest.mark.parametrize("fmt, kill_at", [("hdf5", "manifest"), ("hdf5", "shard-rename"), ("hdf5", "assembly"),
-                                          ("hdf5", "publish"), ("hdf5", "cleanup"), ("shards", "shard-rename"),
-                                          ("shards", "publish")])
+@pytest.mark.parametrize(
+    "fmt, kill_at",
+    [
+        ("hdf5", "manifest"),
+        ("hdf5", "shard-rename"),
+        ("hdf5", "assembly"),
+        ("hdf5", "publish"),
+        ("hdf5", "cleanup"),
+        ("shards", "shard-rename"),
+        ("shards", "publish"),
+    ],
+)
 def test_sigkill_at_each_step_then_resume(corpus, tmp_path, capsys, fmt, kill_at):
     path, _, model = corpus
     out = tmp_path / f"out.{fmt}"
@@ -131,8 +156,17 @@ def _wait_for_a_committed_piece(child, partial):
     assert child.poll() is None and _committed(partial), "the run ended before committing a piece"
 
 
-@pytest.mark.parametrize("fmt, signum", [("hdf5", signal.SIGKILL), ("shards", signal.SIGKILL), ("npy", signal.SIGKILL),
-                                         ("hdf5", signal.SIGTERM), ("shards", signal.SIGTERM), ("npy", signal.SIGINT)])
+@pytest.mark.parametrize(
+    "fmt, signum",
+    [
+        ("hdf5", signal.SIGKILL),
+        ("shards", signal.SIGKILL),
+        ("npy", signal.SIGKILL),
+        ("hdf5", signal.SIGTERM),
+        ("shards", signal.SIGTERM),
+        ("npy", signal.SIGINT),
+    ],
+)
 def test_kill_a_running_cli_then_resume(corpus, tmp_path, capsys, fmt, signum):
     """Killed as soon as its first piece (16 lines) is committed: the resumed run embeds only what was not committed,
     and the kill lost at most the two pieces in progress (each piece is committed as soon as it is computed)."""

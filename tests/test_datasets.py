@@ -1,4 +1,5 @@
 """Bundled data: the files are the documented ones, the split is fixed and stratified."""
+
 import hashlib
 from importlib import resources
 

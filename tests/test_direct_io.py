@@ -1,17 +1,18 @@
 """Raw writes past the page cache (corpus.direct_io) and the HDF5 stores built on them: every byte lands where it
 belongs, whether the blocks go direct, the platform has no O_DIRECT, or the file system refuses it."""
+
 import errno
 import os
 
 import h5py
 import numpy as np
 import pytest
+from elmo_keras.host_memory import host_zeros
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from elmo_keras.corpus import direct_io, store
 from elmo_keras.corpus.direct_io import BLOCK, RawWriter
-from elmo_keras.host_memory import host_zeros
 
 SENTINEL = 0xA5
 
@@ -34,13 +35,18 @@ def _check_write(path, offset, data, lead):
     with RawWriter(name) as writer:
         writer.write(offset, _staged(data, lead))
     expected = bytearray([SENTINEL]) * size
-    expected[offset:offset + len(data)] = data
+    expected[offset : offset + len(data)] = data
     assert path.read_bytes() == bytes(expected)
 
 
 @settings(max_examples=60, deadline=None)
-@given(offset=st.integers(0, 3 * BLOCK), size=st.integers(0, 5 * BLOCK), congruent=st.booleans(),
-       lead=st.integers(0, BLOCK - 1), seed=st.integers(0, 2**16))
+@given(
+    offset=st.integers(0, 3 * BLOCK),
+    size=st.integers(0, 5 * BLOCK),
+    congruent=st.booleans(),
+    lead=st.integers(0, BLOCK - 1),
+    seed=st.integers(0, 2**16),
+)
 def test_raw_writer_puts_every_byte_at_its_offset(tmp_path_factory, offset, size, congruent, lead, seed):
     data = np.random.default_rng(seed).integers(0, 256, size, dtype=np.uint8).tobytes()
     path = tmp_path_factory.mktemp("raw") / "f.bin"
@@ -55,15 +61,18 @@ def test_whole_blocks_go_direct_and_the_edges_through_the_page_cache(tmp_path, m
         pytest.skip("this file system refuses O_DIRECT (the fallback is tested below)")
     calls = []
     real = direct_io._pwrite_all
-    monkeypatch.setattr(direct_io, "_pwrite_all", lambda fd, data, offset: (calls.append((fd, len(data), offset)),
-                                                                            real(fd, data, offset)))
+    monkeypatch.setattr(
+        direct_io,
+        "_pwrite_all",
+        lambda fd, data, offset: (calls.append((fd, len(data), offset)), real(fd, data, offset)),
+    )
     offset = BLOCK - 100
     data = os.urandom(100 + 3 * BLOCK + 7)
     writer.write(offset, _staged(data, offset % BLOCK))
     direct, buffered = writer._direct, writer._fd
     writer.close()
     assert calls == [(direct, 3 * BLOCK, BLOCK), (buffered, 100, offset), (buffered, 7, 4 * BLOCK)]
-    assert (tmp_path / "f.bin").read_bytes()[offset:offset + len(data)] == data
+    assert (tmp_path / "f.bin").read_bytes()[offset : offset + len(data)] == data
 
 
 def test_without_o_direct_everything_is_written_normally(tmp_path, monkeypatch):
@@ -102,7 +111,7 @@ def test_a_file_system_that_refuses_o_direct_falls_back(tmp_path, monkeypatch):
         writer.write(BLOCK, _staged(data, 0))
         writer.write(3 * BLOCK, _staged(data, 0))
         assert writer._direct is None
-    assert (tmp_path / "b.bin").read_bytes()[BLOCK:5 * BLOCK] == data + data
+    assert (tmp_path / "b.bin").read_bytes()[BLOCK : 5 * BLOCK] == data + data
 
 
 def test_adjacent_runs():
@@ -110,15 +119,14 @@ def test_adjacent_runs():
     sizes = [10, 20, 0, 5, 10, 0, 3, 100, 1]
     assert store.adjacent_runs(starts, sizes, 1000) == [(100, [0, 1, 3]), (500, [4, 6, 7, 8])]
     # at most max_bytes per run, unless one dataset is larger
-    assert store.adjacent_runs(starts, sizes, 30) == [(100, [0, 1]), (130, [3]), (500, [4, 6]), (513, [7]),
-                                                      (613, [8])]
+    assert store.adjacent_runs(starts, sizes, 30) == [(100, [0, 1]), (130, [3]), (500, [4, 6]), (513, [7]), (613, [8])]
     assert store.adjacent_runs([], [], 10) == [] and store.adjacent_runs([None], [0], 10) == []
 
 
 def _lines(rng, dtype, width, count, layers=3):
     """Per-line arrays as the embedder yields them: views into padded batch arrays, some of them empty."""
     batch = rng.standard_normal((count, layers, 11, width)).astype(np.float32)
-    return [batch[j, :, :int(n)] for j, n in enumerate(rng.integers(0, 12, count))]
+    return [batch[j, :, : int(n)] for j, n in enumerate(rng.integers(0, 12, count))]
 
 
 @pytest.mark.parametrize("dtype, width", [("float32", 256), ("float16", 24), ("float32", 7)])
@@ -126,9 +134,17 @@ def test_shards_and_hdf5_assembly_read_back_exactly(tmp_path, dtype, width):
     rng = np.random.default_rng(0)
     shard_lines, shards = 40, 3
     lines = [_lines(rng, dtype, width, shard_lines) for _ in range(shards)]
-    manifest = {"format": store.FORMAT_NAME, "version": store.FORMAT_VERSION, "complete": True,
-                "input": {"lines": shard_lines * shards}, "layers": "all", "storage_dtype": dtype,
-                "output_format": "hdf5", "shard_lines": shard_lines, "shards": shards}
+    manifest = {
+        "format": store.FORMAT_NAME,
+        "version": store.FORMAT_VERSION,
+        "complete": True,
+        "input": {"lines": shard_lines * shards},
+        "layers": "all",
+        "storage_dtype": dtype,
+        "output_format": "hdf5",
+        "shard_lines": shard_lines,
+        "shards": shards,
+    }
     for k, arrays in enumerate(lines):
         store.write_shard(str(tmp_path / store.shard_name(k)), arrays, k * shard_lines, dtype)
         with h5py.File(tmp_path / store.shard_name(k), "r") as f:

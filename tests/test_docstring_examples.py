@@ -1,5 +1,6 @@
 """The Example of every layer and model registered under "elmo_keras" runs (a ```python block or doctest in its
 docstring); one without an Example fails."""
+
 import doctest
 import inspect
 import re
@@ -8,8 +9,11 @@ import keras
 import pytest
 from test_layer_harness import registered_classes
 
-LAYERS = {name: obj for name, obj in registered_classes().items()
-          if inspect.isclass(obj) and issubclass(obj, keras.layers.Layer)}
+LAYERS = {
+    name: obj
+    for name, obj in registered_classes().items()
+    if inspect.isclass(obj) and issubclass(obj, keras.layers.Layer)
+}
 
 
 @pytest.mark.parametrize("name", sorted(LAYERS))

@@ -3,6 +3,7 @@
 The server (a thread in this process) honours Range requests or ignores them, can cut a response half-way and can
 damage what it sends; every test gets an empty ELMO_KERAS_CACHE and TFHUB_CACHE_DIR.
 """
+
 import errno
 import hashlib
 import os
@@ -23,10 +24,10 @@ import numpy as np
 import pytest
 import requests
 import tensorflow as tf
+from elmo_keras.download import RemoteUnavailable, cache_path, fetch
 
 import elmo_keras as ek
 from elmo_keras import cli
-from elmo_keras.download import RemoteUnavailable, cache_path, fetch
 from elmo_keras.errors import InputError
 from elmo_keras.presets import parameter_count, preset_files, presets_table, registry
 
@@ -71,7 +72,7 @@ class RangeHandler(BaseHTTPRequestHandler):
         time.sleep(self.server.delay)
         if self.server.corrupt:
             body = bytes(64) + body[64:]
-        start = int(asked[len("bytes="):].rstrip("-")) if asked and self.server.ranges else 0
+        start = int(asked[len("bytes=") :].rstrip("-")) if asked and self.server.ranges else 0
         status = 200 if not (asked and self.server.ranges) else 206 if start < len(body) else 416
         self.server.log.append((path, asked, status))
         self.send_response(status)
@@ -88,7 +89,7 @@ class RangeHandler(BaseHTTPRequestHandler):
         payload = body[start:]
         if path in self.server.cut:
             self.server.cut.discard(path)
-            payload = payload[:len(payload) // 2]
+            payload = payload[: len(payload) // 2]
         self.wfile.write(payload)
 
     def log_message(self, *args):
@@ -119,6 +120,7 @@ def _empty_caches(tmp_path, monkeypatch):
 
 def forbid_network(monkeypatch) -> None:
     """From now on, any HTTP request (requests, or urllib as tensorflow_hub uses it) fails the test."""
+
     def refuse(*args, **kwargs):
         pytest.fail(f"network call: {args[1:3]}")
 
@@ -151,8 +153,9 @@ def test_two_processes_fetching_one_url_send_one_request(served, tmp_path):
     server.delay = 1.0  # the second process asks while the first one is still downloading
     code = f"from elmo_keras.download import fetch; print(fetch({server.url(WEIGHTS)!r}, progress=False))"
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    runs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
-            for _ in range(2)]
+    runs = [
+        subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True) for _ in range(2)
+    ]
     paths = [run.communicate(timeout=300)[0].strip() for run in runs]
     assert [run.returncode for run in runs] == [0, 0]
     assert paths[0] == paths[1] == cache_path(server.url(WEIGHTS))
@@ -177,7 +180,7 @@ def test_interrupted_download_resumes_with_range(served):
     path = fetch(server.url(WEIGHTS))
     assert open(path, "rb").read() == files[WEIGHTS]
     (_, first, status), (_, resumed, resumed_status) = server.log
-    kept = int(resumed[len("bytes="):-1])  # what arrived before the cut, less the read that broke
+    kept = int(resumed[len("bytes=") : -1])  # what arrived before the cut, less the read that broke
     assert first is None and status == 200 and resumed_status == 206 and 0 < kept <= len(files[WEIGHTS]) // 2
 
 
@@ -213,13 +216,19 @@ def test_damaged_bytes_fail_the_sha256_and_the_hdf5_check(served, fixture_files)
     assert not Path(cache_path(url)).exists() and not Path(cache_path(url) + ".part").exists()
 
 
-@pytest.mark.parametrize("path, body, words", [
-    (WEIGHTS, b"<!DOCTYPE html>\n<html><body>Sign in</body></html>\n",
-     "is not an HDF5 file: the server sent an HTML page"),
-    (OPTIONS, b"<html><body>Not here</body></html>", "is not a JSON file: the server sent an HTML page"),
-    (OPTIONS, b'{"lstm": ', "is not a JSON file: Expecting value"),
-    ("/model/vocab.txt", b"<S>\n</S>\ncaf\xe9\n", "is not UTF-8 text: 'utf-8' codec can't decode"),
-])
+@pytest.mark.parametrize(
+    "path, body, words",
+    [
+        (
+            WEIGHTS,
+            b"<!DOCTYPE html>\n<html><body>Sign in</body></html>\n",
+            "is not an HDF5 file: the server sent an HTML page",
+        ),
+        (OPTIONS, b"<html><body>Not here</body></html>", "is not a JSON file: the server sent an HTML page"),
+        (OPTIONS, b'{"lstm": ', "is not a JSON file: Expecting value"),
+        ("/model/vocab.txt", b"<S>\n</S>\ncaf\xe9\n", "is not UTF-8 text: 'utf-8' codec can't decode"),
+    ],
+)
 def test_a_file_that_fails_its_check_is_never_cached(served, path, body, words):
     """An answer of 200 with the wrong content (e.g. a sign-in page): an error naming it, no cache entry, and the
     next call asks the server again, so a fixed server (or URL) works without clearing the cache by hand."""
@@ -228,8 +237,10 @@ def test_a_file_that_fails_its_check_is_never_cached(served, path, body, words):
     server.files[path] = body
     url = server.url(path)
     for _ in range(2):
-        with pytest.raises(InputError, match=f"the download of {re.escape(url)} {words}.*it was deleted, nothing "
-                                             "was cached: check the URL$"):
+        with pytest.raises(
+            InputError,
+            match=f"the download of {re.escape(url)} {words}.*it was deleted, nothing was cached: check the URL$",
+        ):
             preset_files(server.url("/model/"))
         assert not Path(cache_path(url)).exists() and not Path(cache_path(url) + ".part").exists()
     assert [log[0] for log in server.log].count(path) == 2
@@ -250,24 +261,33 @@ def test_a_cached_file_that_fails_to_load_names_the_folder_to_delete(served, fix
     server.files[WEIGHTS] = damaged.read_bytes()
     url = server.url(WEIGHTS)
     folder = Path(cache_path(url)).parent
-    with pytest.raises(InputError, match=re.escape(f"dataset 'char_embed' holds 1 NaN or infinite value(s) of "
-                                                   f"1044; the file is damaged: download or write it again; it is "
-                                                   f"a cached download: delete the folder {folder} to download "
-                                                   "it again")):
+    with pytest.raises(
+        InputError,
+        match=re.escape(
+            f"dataset 'char_embed' holds 1 NaN or infinite value(s) of "
+            f"1044; the file is damaged: download or write it again; it is "
+            f"a cached download: delete the folder {folder} to download "
+            "it again"
+        ),
+    ):
         ek.BiLM.from_pretrained(server.url(OPTIONS), url)
     shutil.rmtree(folder)
     server.files[WEIGHTS] = files[WEIGHTS]
-    assert_same_arrays(ek.BiLM.from_pretrained(server.url(OPTIONS), url).get_weight_arrays(),
-                       fixture_arrays(fixture_files))
+    assert_same_arrays(
+        ek.BiLM.from_pretrained(server.url(OPTIONS), url).get_weight_arrays(), fixture_arrays(fixture_files)
+    )
 
 
 def test_a_cache_variable_that_names_a_file(served, tmp_path, monkeypatch):
     server, _ = served
     (tmp_path / "a-file").write_text("")
     monkeypatch.setenv("ELMO_KERAS_CACHE", str(tmp_path / "a-file"))
-    with pytest.raises(InputError, match=re.escape(f"cannot download into ELMO_KERAS_CACHE={tmp_path / 'a-file'}: "
-                                                   "Not a directory (") + ".*set ELMO_KERAS_CACHE to a writable "
-                                                                          "folder$"):
+    with pytest.raises(
+        InputError,
+        match=re.escape(f"cannot download into ELMO_KERAS_CACHE={tmp_path / 'a-file'}: Not a directory (")
+        + ".*set ELMO_KERAS_CACHE to a writable "
+        "folder$",
+    ):
         fetch(server.url(OPTIONS))
 
 
@@ -280,14 +300,16 @@ def test_a_read_only_cache_serves_what_it_holds_and_names_itself_for_the_rest(se
     cache = tmp_path / "cache"
     cache.chmod(0o555)
     if os.access(cache, os.W_OK):  # root
+
         def refuse(name, *args, **kwargs):
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), name)
 
         monkeypatch.setattr(os, "makedirs", refuse)
     try:
         assert fetch(server.url(OPTIONS)) == cached  # already there: read, nothing written
-        with pytest.raises(InputError, match=re.escape(f"cannot download into ELMO_KERAS_CACHE={cache}: "
-                                                       "Permission denied (")):
+        with pytest.raises(
+            InputError, match=re.escape(f"cannot download into ELMO_KERAS_CACHE={cache}: Permission denied (")
+        ):
             fetch(server.url(WEIGHTS))
     finally:
         cache.chmod(0o755)
@@ -317,10 +339,20 @@ def test_offline_and_not_cached_names_the_url_and_the_cache_path(served):
 
 def test_presets_by_registry_name_and_by_url_folder(served, fixture_files, monkeypatch):
     server, files = served
-    monkeypatch.setitem(registry(), "tiny", {
-        "description": "the test fixture", "architecture": "small", "params": 1, "source": "tests",
-        "options_url": server.url(OPTIONS), "weights_url": server.url(WEIGHTS), "weights_bytes": None,
-        "weights_sha256": hashlib.sha256(files[WEIGHTS]).hexdigest()})
+    monkeypatch.setitem(
+        registry(),
+        "tiny",
+        {
+            "description": "the test fixture",
+            "architecture": "small",
+            "params": 1,
+            "source": "tests",
+            "options_url": server.url(OPTIONS),
+            "weights_url": server.url(WEIGHTS),
+            "weights_bytes": None,
+            "weights_sha256": hashlib.sha256(files[WEIGHTS]).hexdigest(),
+        },
+    )
     expected = fixture_arrays(fixture_files)
     assert_same_arrays(ek.BiLM.from_preset("tiny").get_weight_arrays(), expected)
     folder = preset_files(server.url("/model/"))
@@ -371,8 +403,9 @@ def test_hub_elmo_from_a_tar_gz_url_in_sequential_then_offline(hub_module, start
     expected = ek.HubElmo(folder, output_key="default")(sentences).numpy()
 
     def sequential() -> keras.Sequential:
-        return keras.Sequential([keras.Input(shape=(), dtype="string"), ek.HubElmo(url, output_key="default"),
-                                 keras.layers.Dense(2)])
+        return keras.Sequential(
+            [keras.Input(shape=(), dtype="string"), ek.HubElmo(url, output_key="default"), keras.layers.Dense(2)]
+        )
 
     model = sequential()
     assert model(sentences).shape == (2, 2)
@@ -385,8 +418,11 @@ def test_hub_elmo_from_a_tar_gz_url_in_sequential_then_offline(hub_module, start
 
 def test_hub_url_offline_and_not_cached():
     url = "http://127.0.0.1:9/elmo/3.tar.gz"  # port 9 (discard): nothing listens
-    with pytest.raises(InputError, match=r"cannot download the TF Hub module .*127\.0\.0\.1:9.* extract it into "
-                                         r".*tfhub/[0-9a-f]{40} \(TF Hub's cache"):
+    with pytest.raises(
+        InputError,
+        match=r"cannot download the TF Hub module .*127\.0\.0\.1:9.* extract it into "
+        r".*tfhub/[0-9a-f]{40} \(TF Hub's cache",
+    ):
         ek.HubElmo(url)
 
 
@@ -394,8 +430,20 @@ def test_cli_takes_urls_and_lists_presets(served, tmp_path, capsys):
     server, _ = served
     text = tmp_path / "in.txt"
     text.write_text("The bank approved the loan .\nHi\n")
-    assert cli.main(["embed", str(text), str(tmp_path / "out.hdf5"), "--options", server.url(OPTIONS),
-                     "--weights", server.url(WEIGHTS)]) == 0
+    assert (
+        cli.main(
+            [
+                "embed",
+                str(text),
+                str(tmp_path / "out.hdf5"),
+                "--options",
+                server.url(OPTIONS),
+                "--weights",
+                server.url(WEIGHTS),
+            ]
+        )
+        == 0
+    )
     assert (tmp_path / "out.hdf5").exists()
     assert cli.main(["presets"]) == 0
     assert "original-5.5b" in capsys.readouterr().out

@@ -1,8 +1,9 @@
 """Elmo: the three input forms, stacking in Keras models, model.fit, .keras round trip, errors."""
+
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-import keras
 
 import elmo_keras as ek
 
@@ -24,8 +25,10 @@ def test_input_forms_agree(elmo):
     assert tuple(from_strings["elmo_representations"][0].shape) == (3, 9, 32)
     np.testing.assert_array_equal(np.asarray(from_strings["mask"]).sum(1), [6, 1, 9])
     for other in (from_tokens, from_ids):
-        for a, b in zip(from_strings["elmo_representations"] + from_strings["layers"],
-                        other["elmo_representations"] + other["layers"]):
+        for a, b in zip(
+            from_strings["elmo_representations"] + from_strings["layers"],
+            other["elmo_representations"] + other["layers"],
+        ):
             np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6)
 
 
@@ -45,10 +48,14 @@ def test_the_two_banks_differ(elmo):
 
 
 def build_classifier(fixture_files):
-    return keras.Sequential([keras.Input(shape=(), dtype="string"),
-                             ek.Elmo.from_pretrained(*fixture_files, output="elmo", dropout=0.1),
-                             keras.layers.Bidirectional(keras.layers.GRU(8)),
-                             keras.layers.Dense(3, activation="softmax")])
+    return keras.Sequential(
+        [
+            keras.Input(shape=(), dtype="string"),
+            ek.Elmo.from_pretrained(*fixture_files, output="elmo", dropout=0.1),
+            keras.layers.Bidirectional(keras.layers.GRU(8)),
+            keras.layers.Dense(3, activation="softmax"),
+        ]
+    )
 
 
 def test_sequential_fit_save_and_reload(tmp_path, fixture_files):

@@ -1,16 +1,23 @@
 """ElmoEmbedder: same vectors as the BiLM, input order kept, token cache exact, bfloat16 close, dtype="auto"."""
+
 import logging
 
 import numpy as np
 import pytest
+from elmo_keras.cpu import auto_dtype, cpu_flags
 
 import elmo_keras as ek
 from elmo_keras import cpu
-from elmo_keras.cpu import auto_dtype, cpu_flags
 from elmo_keras.embed import ElmoEmbedder
 
-SENTENCES = [["The", "bank", "approved", "the", "loan", "."], ["Hi"], ["He", "sat", "on", "the", "bank"],
-             ["a"] * 25, ["Ünïcode", "😀", "x" * 60], ["the", "loan"]]
+SENTENCES = [
+    ["The", "bank", "approved", "the", "loan", "."],
+    ["Hi"],
+    ["He", "sat", "on", "the", "bank"],
+    ["a"] * 25,
+    ["Ünïcode", "😀", "x" * 60],
+    ["the", "loan"],
+]
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +31,9 @@ def reference(fixture_files):
 
 
 def test_embed_sentences_matches_bilm_in_input_order(fixture_files, reference):
-    embedder = ElmoEmbedder(*fixture_files, dtype="float32", batch_size=2, chunk_size=4, cache_new_tokens=False,
-                            char_cnn_batch=3)
+    embedder = ElmoEmbedder(
+        *fixture_files, dtype="float32", batch_size=2, chunk_size=4, cache_new_tokens=False, char_cnn_batch=3
+    )
     got = list(embedder.embed_sentences(SENTENCES))
     assert len(got) == len(SENTENCES)
     for g, r in zip(got, reference):
@@ -36,8 +44,9 @@ def test_embed_sentences_matches_bilm_in_input_order(fixture_files, reference):
 
 def test_token_cache_gives_the_same_vectors(fixture_files, reference):
     vocabulary = {t for s in SENTENCES for t in s}
-    embedder = ElmoEmbedder(*fixture_files, dtype="float32", token_cache=sorted(vocabulary), batch_size=3,
-                            char_cnn_batch=4)
+    embedder = ElmoEmbedder(
+        *fixture_files, dtype="float32", token_cache=sorted(vocabulary), batch_size=3, char_cnn_batch=4
+    )
     assert set(embedder.cache) == vocabulary
     for g, r in zip(embedder.embed_sentences(SENTENCES), reference):
         np.testing.assert_allclose(g, r, atol=1e-6)
@@ -103,8 +112,15 @@ def test_xla_path_gives_the_same_vectors(fixture_files, reference):
         np.testing.assert_allclose(g, r, atol=1e-5)
 
 
-@pytest.mark.parametrize("flags, expected", [({"avx2", "fma", "avx512f"}, "float32"), (set(), "float32"),
-                                             ({"avx2", "avx512_bf16"}, "bfloat16"), ({"amx_bf16"}, "bfloat16")])
+@pytest.mark.parametrize(
+    "flags, expected",
+    [
+        ({"avx2", "fma", "avx512f"}, "float32"),
+        (set(), "float32"),
+        ({"avx2", "avx512_bf16"}, "bfloat16"),
+        ({"amx_bf16"}, "bfloat16"),
+    ],
+)
 def test_auto_dtype_reads_the_cpu_flags(flags, expected, caplog):
     with caplog.at_level(logging.INFO, logger="elmo_keras.cpu"):
         assert auto_dtype(flags) == expected
@@ -127,16 +143,19 @@ def test_auto_is_the_default_and_never_bfloat16_without_the_flags(fixture_files,
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_transposed_step_layout_gives_the_same_vectors(fixture_files, reference, dtype):
     """The per-step GEMMs on the transposed snapshot compute the same products (batched and one sentence)."""
-    released, transposed = (ElmoEmbedder(*fixture_files, dtype=dtype, step_layout=layout, batch_size=4)
-                            for layout in ("released", "transposed"))
+    released, transposed = (
+        ElmoEmbedder(*fixture_files, dtype=dtype, step_layout=layout, batch_size=4)
+        for layout in ("released", "transposed")
+    )
     assert (released.step_layout, transposed.step_layout) == ("released", "transposed")
     tolerance = 1e-6 if dtype == "float32" else 2e-2
     for a, b, r in zip(released.embed_sentences(SENTENCES), transposed.embed_sentences(SENTENCES), reference):
         np.testing.assert_allclose(b, a, atol=tolerance)
         if dtype == "float32":
             np.testing.assert_allclose(b, r, atol=1e-6)
-    np.testing.assert_allclose(transposed.embed_sentence(SENTENCES[2]), reference[2], atol=1e-6 if dtype == "float32"
-                               else 5e-2)
+    np.testing.assert_allclose(
+        transposed.embed_sentence(SENTENCES[2]), reference[2], atol=1e-6 if dtype == "float32" else 5e-2
+    )
 
 
 def test_step_layout_auto_transposes_only_large_matrices(fixture_files):
@@ -175,10 +194,10 @@ def test_options_with_another_max_characters_per_token(tmp_path, fixture_options
     import json
 
     import h5py
-
-    from elmo_keras.cli import main
     from elmo_keras.options import load_options
     from elmo_keras.weights import random_weights, write_weights_hdf5
+
+    from elmo_keras.cli import main
 
     options = {**fixture_options, "char_cnn": {**fixture_options["char_cnn"], "max_characters_per_token": 20}}
     (tmp_path / "options.json").write_text(json.dumps(options))
@@ -187,18 +206,32 @@ def test_options_with_another_max_characters_per_token(tmp_path, fixture_options
     sentences = [["The", "bank", "x" * 30], ["Hi"], ["Ünïcode" * 4, "bank", "."]]
     bilm = ek.BiLM.from_pretrained(*files)
     layers = bilm(ek.batch_to_ids(sentences, max_characters_per_token=20))["layers"]
-    expected = [np.stack([np.asarray(layer)[row, :len(s)] for layer in layers]) for row, s in enumerate(sentences)]
+    expected = [np.stack([np.asarray(layer)[row, : len(s)] for layer in layers]) for row, s in enumerate(sentences)]
     from_elmo = ek.Elmo.from_pretrained(*files, output_mode="layers")([" ".join(s) for s in sentences])
     for row, (sentence, want) in enumerate(zip(sentences, expected)):
-        np.testing.assert_allclose(np.stack([np.asarray(t)[row, :len(sentence)] for t in from_elmo]), want, atol=1e-6)
+        np.testing.assert_allclose(np.stack([np.asarray(t)[row, : len(sentence)] for t in from_elmo]), want, atol=1e-6)
     embedder = ElmoEmbedder(*files, dtype="float32", batch_size=2)
     for got, want in zip(embedder.embed_sentences(sentences), expected):  # batched, the cache filled on the way
         np.testing.assert_allclose(got, want, atol=1e-6)
     fresh = ElmoEmbedder(*files, dtype="float32")
     np.testing.assert_allclose(fresh.embed_sentence(sentences[2]), expected[2], atol=1e-6)  # one call, uncached
     (tmp_path / "in.txt").write_text("".join(" ".join(s) + "\n" for s in sentences), encoding="utf-8")
-    assert main(["embed", str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5"), "--options", files[0],
-                 "--weights", files[1], "--dtype", "float32"]) == 0
+    assert (
+        main(
+            [
+                "embed",
+                str(tmp_path / "in.txt"),
+                str(tmp_path / "out.hdf5"),
+                "--options",
+                files[0],
+                "--weights",
+                files[1],
+                "--dtype",
+                "float32",
+            ]
+        )
+        == 0
+    )
     with h5py.File(tmp_path / "out.hdf5", "r") as f:
         for row, want in enumerate(expected):
             np.testing.assert_allclose(f[str(row)][()], want, atol=1e-6)

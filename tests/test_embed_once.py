@@ -1,16 +1,30 @@
 """TextModel.fit over a frozen Elmo embeds each text once and trains the same head as the plain path."""
+
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from elmo_keras.baselines import StaticEmbedding
 
 import elmo_keras as ek
 from elmo_keras import embed_once, models
-from elmo_keras.baselines import StaticEmbedding
 from elmo_keras.export import check_serving, export_serving
 
-TEXTS = np.array(["good movie", "bad film", "great acting here", "awful plot twist", "a good film",
-                  "truly bad acting", "great great fun", "awful awful mess", "", "good good good film"], dtype=object)
+TEXTS = np.array(
+    [
+        "good movie",
+        "bad film",
+        "great acting here",
+        "awful plot twist",
+        "a good film",
+        "truly bad acting",
+        "great great fun",
+        "awful awful mess",
+        "",
+        "good good good film",
+    ],
+    dtype=object,
+)
 LABELS = np.array([1, 0, 1, 0, 1, 0, 1, 0, 0, 1])
 SMALL = dict(units=8, hidden=16, dropout=0.0, learning_rate=0.02)
 
@@ -23,6 +37,7 @@ def elmo(random_elmo):
 def test_embed_once_trains_the_same_model_as_the_plain_path(elmo, monkeypatch):
     """One full batch, no shuffling: both paths take the same Adam steps, so with float32 storage they predict
     the same (1e-5). ELMo beside a task word embedding: the tokens reach the head in both paths."""
+
     def build():
         words = StaticEmbedding.from_corpus([t.split() for t in TEXTS], 4, name="words")
         return models.text_classifier(elmo, 2, **SMALL, word_embedding=words)
@@ -51,8 +66,9 @@ def test_texts_are_embedded_once_and_the_text_model_gets_the_best_weights(elmo, 
 
     monkeypatch.setattr(ek.ElmoEmbedder, "embed_sentences", counting)
     stop = keras.callbacks.EarlyStopping("val_loss", patience=1, restore_best_weights=True)
-    history = model.fit(list(TEXTS), list(LABELS), epochs=4, batch_size=3, validation_split=0.3, callbacks=[stop],
-                        verbose=0)
+    history = model.fit(
+        list(TEXTS), list(LABELS), epochs=4, batch_size=3, validation_split=0.3, callbacks=[stop], verbose=0
+    )
     assert sorted(seen) == sorted(tuple(t.split()) for t in TEXTS)  # 7 training + 3 validation texts, once
     again = model.evaluate(TEXTS[7:], LABELS[7:], verbose=0, return_dict=True)  # the last 30%, as Keras splits
     np.testing.assert_allclose(again["loss"], min(history.history["val_loss"]), rtol=1e-3)  # float16 storage

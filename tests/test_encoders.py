@@ -1,5 +1,6 @@
 """The Transformer and gated-CNN biLMs (options "encoder"): causal per direction, batch- and padding-invariant,
 saved (.keras, hdf5 layout), pretrained with ek.lm, served; and the options errors of a bad "encoder" section."""
+
 import json
 import re
 
@@ -16,8 +17,10 @@ from elmo_keras.errors import InputError
 from elmo_keras.export import export_serving
 from elmo_keras.presets import parameter_count
 
-ENCODERS = {"transformer": {"type": "transformer", "projection_dim": 16, "n_layers": 2, "num_heads": 2, "ff_dim": 32},
-            "gated_cnn": {"type": "gated_cnn", "projection_dim": 16, "n_layers": 2, "kernel_size": 3}}
+ENCODERS = {
+    "transformer": {"type": "transformer", "projection_dim": 16, "n_layers": 2, "num_heads": 2, "ff_dim": 32},
+    "gated_cnn": {"type": "gated_cnn", "projection_dim": 16, "n_layers": 2, "kernel_size": 3},
+}
 PREFIX = {"transformer": "Transformer_", "gated_cnn": "GatedCNN_"}
 SENTENCES = [["The", "bank", "approved", "the", "loan", "."], ["Hi"], ["He", "sat", "on", "the", "bank"]]
 
@@ -47,13 +50,13 @@ def test_each_direction_sees_only_its_side(bilm):
     x = rng.normal(size=(2, steps, p)).astype("float32")
     mask = np.array([[True] * steps, [True] * 5 + [False] * 2])
     later, earlier = x.copy(), x.copy()
-    later[:, t + 1:] = rng.normal(size=later[:, t + 1:].shape)
+    later[:, t + 1 :] = rng.normal(size=later[:, t + 1 :].shape)
     earlier[:, :t] = rng.normal(size=earlier[:, :t].shape)
     base, after, before = ([np.asarray(o) for o in bilm.encoder(v, mask)] for v in (x, later, earlier))
     for k in range(bilm.num_layers):
-        np.testing.assert_allclose(after[k][:, :t + 1, :p], base[k][:, :t + 1, :p], atol=1e-6)  # forward <= t
+        np.testing.assert_allclose(after[k][:, : t + 1, :p], base[k][:, : t + 1, :p], atol=1e-6)  # forward <= t
         np.testing.assert_allclose(before[k][:, t:, p:], base[k][:, t:, p:], atol=1e-6)  # backward >= t
-        assert np.abs(after[k][:, t + 1:5, :p] - base[k][:, t + 1:5, :p]).max(axis=-1).min() > 1e-4  # the rest
+        assert np.abs(after[k][:, t + 1 : 5, :p] - base[k][:, t + 1 : 5, :p]).max(axis=-1).min() > 1e-4  # the rest
         assert np.abs(before[k][:, :t, p:] - base[k][:, :t, p:]).max(axis=-1).min() > 1e-4  # does change
         assert np.all(base[k][1, 5:] == 0)
 
@@ -74,13 +77,14 @@ def test_rows_do_not_depend_on_the_batch_or_padding(bilm):
     for row, tokens in enumerate(SENTENCES):
         for alone in (_layers(bilm, [tokens]), _layers(bilm, [tokens], pad_to=9)):
             for k, layer in enumerate(alone):
-                np.testing.assert_allclose(layer[0, :len(tokens)], together[k][row, :len(tokens)], atol=1e-5)
-                assert np.all(layer[0, len(tokens):] == 0)
+                np.testing.assert_allclose(layer[0, : len(tokens)], together[k][row, : len(tokens)], atol=1e-5)
+                assert np.all(layer[0, len(tokens) :] == 0)
 
 
 def test_keras_round_trip_of_an_elmo_model(bilm, tmp_path):
-    model = keras.Sequential([keras.Input(shape=(), dtype="string"),
-                              ek.Elmo(bilm=bilm, output_mode="elmo", dropout=0.0)])
+    model = keras.Sequential(
+        [keras.Input(shape=(), dtype="string"), ek.Elmo(bilm=bilm, output_mode="elmo", dropout=0.0)]
+    )
     texts = tf.constant([" ".join(s) for s in SENTENCES])
     model.save(tmp_path / "m.keras")
     loaded = keras.models.load_model(tmp_path / "m.keras", safe_mode=True)
@@ -115,8 +119,9 @@ def test_classifier_export_serves_what_the_model_predicts(bilm, tmp_path):
 def test_pretraining_loss_falls_and_the_folder_reloads(kind, tmp_path):
     options = _options(kind, learning_rate=0.01, backup_every_steps=1000)
     options["encoder"]["n_layers"] = 1  # half the training graph to trace
-    model, state = ek.lm.pretrain([TRAIN / "data.txt"], None, options, tmp_path / "run", epochs=2, verbose=0,
-                                  log=_quiet)
+    model, state = ek.lm.pretrain(
+        [TRAIN / "data.txt"], None, options, tmp_path / "run", epochs=2, verbose=0, log=_quiet
+    )
     assert state["history"]["loss"][1] < state["history"]["loss"][0]
     reloaded = ek.BiLM.from_preset(tmp_path / "run", add_sentence_boundaries=False)
     assert reloaded.encoder_type == kind
@@ -138,22 +143,33 @@ def test_an_lstm_keeps_its_keras_weight_path(fixture_files, tmp_path):
         assert set(f["layers/bi_lm"]) >= {"char_cnn", "lstm"} and "encoder" not in f["layers/bi_lm"]
 
 
-@pytest.mark.parametrize("encoder, words", [
-    ({"type": "rnn"}, "'encoder.type' must be one of ('lstm', 'transformer', 'gated_cnn'), got 'rnn'"),
-    ("transformer", "'encoder' must be an object"),
-    ({"projection_dim": 16}, "missing 'encoder.type'"),
-    ({"type": "lstm", "n_layers": 2}, "'encoder.n_layers' is not a setting of the 'lstm' encoder: its settings go "
-                                      "in the 'lstm' section"),
-    ({"type": "transformer", "n_layers": 2}, "missing 'encoder.projection_dim'"),
-    ({"type": "transformer", "projection_dim": 16, "n_layers": 0}, "'encoder.n_layers' must be a positive integer"),
-    ({**ENCODERS["transformer"], "num_head": 2}, "unknown setting 'encoder.num_head' for type 'transformer'; its "
-                                                 "settings are projection_dim, n_layers, num_heads"),
-    ({**ENCODERS["transformer"], "num_heads": 3}, "'encoder.num_heads' (3) must divide 'encoder.projection_dim' (16)"),
-    ({**ENCODERS["transformer"], "activation": "tanh"}, "'encoder.activation' must be one of ('relu', 'gelu')"),
-    ({**ENCODERS["transformer"], "dropout": 1.0}, "'encoder.dropout' must be a number in [0, 1), got 1.0"),
-    ({**ENCODERS["gated_cnn"], "kernel_size": 0}, "'encoder.kernel_size' must be a positive integer"),
-    ({**ENCODERS["gated_cnn"], "layer_norm": "yes"}, "'encoder.layer_norm' must be true or false"),
-])
+@pytest.mark.parametrize(
+    "encoder, words",
+    [
+        ({"type": "rnn"}, "'encoder.type' must be one of ('lstm', 'transformer', 'gated_cnn'), got 'rnn'"),
+        ("transformer", "'encoder' must be an object"),
+        ({"projection_dim": 16}, "missing 'encoder.type'"),
+        (
+            {"type": "lstm", "n_layers": 2},
+            "'encoder.n_layers' is not a setting of the 'lstm' encoder: its settings go in the 'lstm' section",
+        ),
+        ({"type": "transformer", "n_layers": 2}, "missing 'encoder.projection_dim'"),
+        ({"type": "transformer", "projection_dim": 16, "n_layers": 0}, "'encoder.n_layers' must be a positive integer"),
+        (
+            {**ENCODERS["transformer"], "num_head": 2},
+            "unknown setting 'encoder.num_head' for type 'transformer'; its "
+            "settings are projection_dim, n_layers, num_heads",
+        ),
+        (
+            {**ENCODERS["transformer"], "num_heads": 3},
+            "'encoder.num_heads' (3) must divide 'encoder.projection_dim' (16)",
+        ),
+        ({**ENCODERS["transformer"], "activation": "tanh"}, "'encoder.activation' must be one of ('relu', 'gelu')"),
+        ({**ENCODERS["transformer"], "dropout": 1.0}, "'encoder.dropout' must be a number in [0, 1), got 1.0"),
+        ({**ENCODERS["gated_cnn"], "kernel_size": 0}, "'encoder.kernel_size' must be a positive integer"),
+        ({**ENCODERS["gated_cnn"], "layer_norm": "yes"}, "'encoder.layer_norm' must be true or false"),
+    ],
+)
 def test_bad_encoder_sections(encoder, words):
     with pytest.raises(InputError, match=re.escape(f"options: {words}")):
         ek.load_options({"char_cnn": TINY["char_cnn"], "encoder": encoder})

@@ -1,4 +1,5 @@
 """Serving export: versions, signatures, a Python without elmo_keras, core ops only, warmup requests."""
+
 import json
 import os
 import subprocess
@@ -51,15 +52,23 @@ def exports(tmp_path_factory, elmo):
         "tagger": (models.sequence_tagger(elmo, 3, **small), ["O", "B-PER", "I-PER"]),
         "embedder": (elmo, None),
     }
-    return {kind: (model, export_serving(model, root / kind, label_names=names), names)
-            for kind, (model, names) in built.items()}
+    return {
+        kind: (model, export_serving(model, root / kind, label_names=names), names)
+        for kind, (model, names) in built.items()
+    }
 
 
 @pytest.fixture(scope="module")
 def served(exports):
     jobs = {kind: (path, [TEXTS, ["Hi"], BATCH_64]) for kind, (_, path, _) in exports.items()}
-    proc = subprocess.run([sys.executable, "-c", SERVE_SCRIPT], input=json.dumps(jobs), capture_output=True,
-                          text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", SERVE_SCRIPT],
+        input=json.dumps(jobs),
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -76,8 +85,9 @@ def test_classifier_served_without_elmo_keras_matches_keras(exports, served, bat
 
 def test_multi_label_tagger_and_embedder_served(exports, served):
     model = exports["multi_label"][0]
-    np.testing.assert_allclose(np.array(served["multi_label"][0]["scores"]),
-                               model.predict(np.array(TEXTS, dtype=object), verbose=0), atol=1e-5)
+    np.testing.assert_allclose(
+        np.array(served["multi_label"][0]["scores"]), model.predict(np.array(TEXTS, dtype=object), verbose=0), atol=1e-5
+    )
     tagger, _, tag_names = exports["tagger"]
     got = served["tagger"][0]
     tokens = models.pad_tokens([ek.tokenize(t) for t in TEXTS])
@@ -90,8 +100,9 @@ def test_multi_label_tagger_and_embedder_served(exports, served):
         assert set(got["tags"][row][n:]) <= {""}
     elmo = exports["embedder"][0]
     out = elmo(tf.constant(TEXTS))
-    np.testing.assert_allclose(np.array(served["embedder"][0]["elmo"]),
-                               out["elmo_representations"][0].numpy(), atol=1e-5)
+    np.testing.assert_allclose(
+        np.array(served["embedder"][0]["elmo"]), out["elmo_representations"][0].numpy(), atol=1e-5
+    )
     np.testing.assert_array_equal(np.array(served["embedder"][0]["mask"]), out["mask"].numpy())
 
 
@@ -117,14 +128,28 @@ def test_saved_model_cli_shows_and_runs_the_signature(exports):
     path = exports["classifier"][1]
     cli = [sys.executable, "-m", "tensorflow.python.tools.saved_model_cli"]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    shown = subprocess.run(cli + ["show", "--dir", path, "--all"], capture_output=True, text=True, env=env,
-                           timeout=300)
+    shown = subprocess.run(cli + ["show", "--dir", path, "--all"], capture_output=True, text=True, env=env, timeout=300)
     assert shown.returncode == 0, shown.stderr[-2000:]
     for name in ("serving_default", "text", "probabilities", "label"):
         assert name in shown.stdout
-    ran = subprocess.run(cli + ["run", "--dir", path, "--tag_set", "serve", "--signature_def", "serving_default",
-                                "--input_exprs", 'text=["hello world", ""]'], capture_output=True, text=True,
-                         env=env, timeout=300)
+    ran = subprocess.run(
+        cli
+        + [
+            "run",
+            "--dir",
+            path,
+            "--tag_set",
+            "serve",
+            "--signature_def",
+            "serving_default",
+            "--input_exprs",
+            'text=["hello world", ""]',
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert "probabilities" in ran.stdout and "label" in ran.stdout
 

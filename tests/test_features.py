@@ -1,14 +1,23 @@
 """Precomputed biLM features: embed_layers, features_dataset, features_classifier."""
+
 import keras
 import numpy as np
 import pytest
+from elmo_keras.features import embed_layers, features_dataset
 
 import elmo_keras as ek
 from elmo_keras import models
-from elmo_keras.features import embed_layers, features_dataset
 
-TEXTS = ["good movie", "bad film", "great acting here", "awful plot twist", "a good film", "truly bad acting",
-         "great great fun", "awful awful mess"]
+TEXTS = [
+    "good movie",
+    "bad film",
+    "great acting here",
+    "awful plot twist",
+    "a good film",
+    "truly bad acting",
+    "great great fun",
+    "awful awful mess",
+]
 LABELS = np.array([1, 0, 1, 0, 1, 0, 1, 0])
 SMALL = dict(units=8, hidden=16, dropout=0.0, learning_rate=0.02)
 
@@ -54,8 +63,9 @@ def test_word_embedding_beside_elmo_matches_text_classifier_and_round_trips(tmp_
     assert words.trainable and "ö" not in words.vocabulary
     text_model = models.text_classifier(elmo, 2, word_embedding=words, **SMALL)
     text_model.fit(np.array(TEXTS, dtype=object), LABELS, epochs=2, batch_size=4, verbose=0, embed_once=False)
-    feat_model = models.features_classifier(3, elmo.output_dim, 2, word_embedding=StaticEmbedding.from_corpus(
-        token_lists[:6], dim=4, name="words"), **SMALL)
+    feat_model = models.features_classifier(
+        3, elmo.output_dim, 2, word_embedding=StaticEmbedding.from_corpus(token_lists[:6], dim=4, name="words"), **SMALL
+    )
     head_weights = text_model.get_layer("document").encoder.get_layer("features_head").get_weights()
     feat_model.get_layer("features_head").set_weights(head_weights)
     feat_model.get_layer("scores").set_weights(text_model.get_layer("scores").get_weights())
@@ -63,7 +73,9 @@ def test_word_embedding_beside_elmo_matches_text_classifier_and_round_trips(tmp_
     assert {"layers", "mask", "tokens"} == set(next(iter(test)))
     got = feat_model.predict(test, verbose=0)
     np.testing.assert_allclose(got, text_model.predict(np.array(TEXTS, dtype=object), verbose=0), atol=1e-5)
-    assert np.abs(feat_model.get_layer("features_head").get_layer("words").get_weights()[0]).max() > 0  # learned rows, not zeros
+    assert (
+        np.abs(feat_model.get_layer("features_head").get_layer("words").get_weights()[0]).max() > 0
+    )  # learned rows, not zeros
     feat_model.save(tmp_path / "w.keras")
     again = keras.models.load_model(tmp_path / "w.keras", safe_mode=True)
     np.testing.assert_array_equal(again.predict(test, verbose=0), got)

@@ -1,6 +1,7 @@
 """Everything the package saves reloads in a fresh process: each model kind as a ``.keras`` file with only
 ``import elmo_keras`` (outputs equal, 0.0), and as a SavedModel with only ``import tensorflow`` while elmo_keras is
 not importable (within 1e-5). Models are built and saved here; every reload runs in its own interpreter."""
+
 import json
 import pickle
 import pkgutil
@@ -32,8 +33,17 @@ def _words():
 
 
 def _classifier(elmo, head, mix, words=False, multi_label=False, **kwargs):
-    return models.text_classifier(elmo, 3, head=head, mix=mix, units=4, hidden=5, multi_label=multi_label,
-                                  word_embedding=_words() if words else None, **kwargs)
+    return models.text_classifier(
+        elmo,
+        3,
+        head=head,
+        mix=mix,
+        units=4,
+        hidden=5,
+        multi_label=multi_label,
+        word_embedding=_words() if words else None,
+        **kwargs,
+    )
 
 
 def _features(elmo, words: bool):
@@ -42,8 +52,9 @@ def _features(elmo, words: bool):
     inputs = {"layers": layers, "mask": tokens != ""}
     if words:
         inputs["tokens"] = tokens
-    model = models.features_classifier(3, layers.shape[-1], 2, units=4, hidden=5,
-                                       word_embedding=_words() if words else None)
+    model = models.features_classifier(
+        3, layers.shape[-1], 2, units=4, hidden=5, word_embedding=_words() if words else None
+    )
     return model, inputs
 
 
@@ -93,7 +104,8 @@ def saved(tmp_path_factory, fixture_files):
 
 def test_every_model_kind_reloads_with_only_import_elmo_keras(saved):
     folder, table = saved
-    done = run_fresh(f"""
+    done = run_fresh(
+        f"""
         import json, pickle, sys
         import numpy as np
         import keras
@@ -108,7 +120,9 @@ def test_every_model_kind_reloads_with_only_import_elmo_keras(saved):
             gaps[name] = max(float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
                              for a, b in zip(keras.tree.flatten(outputs), keras.tree.flatten(expected)))
         print(json.dumps(gaps))
-        """, cwd=folder)
+        """,
+        cwd=folder,
+    )
     gaps = json.loads(done.stdout.strip().splitlines()[-1])
     assert set(gaps) == set(table)
     assert gaps == {name: 0.0 for name in table}
@@ -117,11 +131,18 @@ def test_every_model_kind_reloads_with_only_import_elmo_keras(saved):
 def test_every_export_serves_with_only_tensorflow(saved):
     folder, table = saved
     exports = {name: export for name, (_, export) in table.items() if export}
-    assert set(exports) == {"text_classifier_0", "text_classifier_4", "sequence_tagger", "static_baseline", "elmo",
-                            "elmo_mix"}
+    assert set(exports) == {
+        "text_classifier_0",
+        "text_classifier_4",
+        "sequence_tagger",
+        "static_baseline",
+        "elmo",
+        "elmo_mix",
+    }
     assert {model_kind(table[name][0]) for name in exports} == {"classifier", "multi_label", "tagger", "embedder"}
     texts = TEXTS + ["a fresh text , never seen"]
-    done = run_fresh(f"""
+    done = run_fresh(
+        f"""
         import json
         import numpy as np
         import tensorflow as tf
@@ -136,7 +157,10 @@ def test_every_export_serves_with_only_tensorflow(saved):
             served[name] = {{key: value.numpy().tolist() for key, value in outputs.items()
                              if value.dtype != tf.string}}
         print(json.dumps(served))
-        """, cwd=folder, without_package=True)
+        """,
+        cwd=folder,
+        without_package=True,
+    )
     served = json.loads(done.stdout.strip().splitlines()[-1])
     tokens = models.pad_tokens([s.split() for s in texts])
     for name, export in exports.items():
@@ -154,9 +178,11 @@ def test_every_export_serves_with_only_tensorflow(saved):
 
 def test_models_that_do_not_take_text_are_refused_by_name(saved):
     _, table = saved
-    for name, why in [("features_classifier_False", "precomputed biLM layers"),
-                      ("features_classifier_True", "precomputed biLM layers"),
-                      ("bi_language_model", "not a functional model over text")]:
+    for name, why in [
+        ("features_classifier_False", "precomputed biLM layers"),
+        ("features_classifier_True", "precomputed biLM layers"),
+        ("bi_language_model", "not a functional model over text"),
+    ]:
         with pytest.raises(InputError, match=why):
             model_kind(table[name][0])
     char_ids = keras.Input(shape=(None, 50), dtype="int32")
@@ -174,10 +200,14 @@ def _fixture_files():
 def test_every_saveable_class_is_registered_by_import_elmo_keras(tmp_path):
     """Importing every module registers nothing that ``import elmo_keras`` alone did not, and every public Keras
     layer, model, loss or metric class of the package is registered."""
-    modules = sorted(m.name for m in pkgutil.walk_packages(ek.__path__, "elmo_keras.")
-                     if m.name not in ("elmo_keras.beam", "elmo_keras.cli"))
+    modules = sorted(
+        m.name
+        for m in pkgutil.walk_packages(ek.__path__, "elmo_keras.")
+        if m.name not in ("elmo_keras.beam", "elmo_keras.cli")
+    )
     abstract = ["elmo_keras.layers.causal.CausalBiEncoder"]  # a base class: only its subclasses are saved
-    done = run_fresh(f"""
+    done = run_fresh(
+        f"""
         import importlib, inspect, json
         import keras
         import elmo_keras
@@ -194,7 +224,9 @@ def test_every_saveable_class_is_registered_by_import_elmo_keras(tmp_path):
             if inspect.isclass(c) and issubclass(c, bases) and c.__module__ == m and not n.startswith("_")
             and keras.saving.get_registered_name(c) == n and f"{{m}}.{{n}}" not in {abstract!r})
         print(json.dumps({{"before": before, "after": after, "unregistered": unregistered}}))
-        """, cwd=tmp_path)
+        """,
+        cwd=tmp_path,
+    )
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found["after"] == found["before"], set(found["after"]) - set(found["before"])
     assert found["unregistered"] == []

@@ -1,8 +1,8 @@
 """Host buffers that variables adopt (elmo_keras.host_memory)."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from elmo_keras.host_memory import host_tensor, host_zeros
 
 

@@ -4,6 +4,7 @@ The TF1 modules are built in graph mode from the bilm-tf fixture weights, with t
 trainable set of google/elmo (see elmo_keras/hub_module.py), by an independent raw-TF implementation
 below (conv2d char CNN, tf.scan LSTM, reverse_sequence for the backward direction).
 """
+
 import copy
 import sys
 from dataclasses import dataclass
@@ -13,11 +14,11 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from elmo_keras.weights import read_weights_hdf5
 from tensorflow.core.protobuf import saved_model_pb2
 
 import elmo_keras as ek
 from elmo_keras.text import BOW_CHAR, EOW_CHAR, PAD_CHAR, boundary_char_ids
-from elmo_keras.weights import read_weights_hdf5
 
 TOL = 1e-5
 SENTENCES = ["The bank approved the loan.", "He sat on  the bank of the river.", "Hi"]
@@ -83,16 +84,21 @@ def _module_outputs(v, options, tokens, lengths, add_boundaries, skip):
     if table.shape[0] == 261:
         table = tf.concat([tf.zeros_like(table[:1]), table], 0)
     chars = tf.nn.embedding_lookup(table, ids)  # [B, L, 50, char_dim]
-    pooled = [tf.nn.relu(tf.reduce_max(tf.nn.conv2d(chars, v[f"CNN/W_cnn_{i}"], [1, 1, 1, 1], "VALID")
-                                       + v[f"CNN/b_cnn_{i}"], axis=2))
-              for i in range(len(options["char_cnn"]["filters"]))]
+    pooled = [
+        tf.nn.relu(
+            tf.reduce_max(tf.nn.conv2d(chars, v[f"CNN/W_cnn_{i}"], [1, 1, 1, 1], "VALID") + v[f"CNN/b_cnn_{i}"], axis=2)
+        )
+        for i in range(len(options["char_cnn"]["filters"]))
+    ]
     x = tf.concat(pooled, -1)
     shape = tf.shape(x)
     x = tf.reshape(x, [-1, x.shape[-1]])
     for k in range(options["char_cnn"]["n_highway"]):
         gate = tf.sigmoid(tf.matmul(x, v[f"CNN_high_{k}/W_carry"]) + v[f"CNN_high_{k}/b_carry"])
-        x = gate * tf.nn.relu(tf.matmul(x, v[f"CNN_high_{k}/W_transform"]) + v[f"CNN_high_{k}/b_transform"]) \
+        x = (
+            gate * tf.nn.relu(tf.matmul(x, v[f"CNN_high_{k}/W_transform"]) + v[f"CNN_high_{k}/b_transform"])
             + (1 - gate) * x
+        )
     x = tf.matmul(x, v["CNN_proj/W_proj"]) + v["CNN_proj/b_proj"]
     emb = tf.reshape(x, tf.concat([shape[:2], [x.shape[-1]]], 0))
     run_mask = tf.cast(tf.sequence_mask(run_lengths, tf.shape(emb)[1]), tf.float32)[..., None]
@@ -101,8 +107,16 @@ def _module_outputs(v, options, tokens, lengths, add_boundaries, skip):
         outs = []
         for d in range(2):
             cell = f"RNN_{d}/RNN/MultiRNNCell/Cell{k}/rnn/lstm_cell"
-            h = _lstm(inputs[d], run_lengths, v[f"{cell}/kernel"], v[f"{cell}/bias"], v[f"{cell}/projection/kernel"],
-                      lstm_opts["cell_clip"], lstm_opts["proj_clip"], reverse=d == 1)
+            h = _lstm(
+                inputs[d],
+                run_lengths,
+                v[f"{cell}/kernel"],
+                v[f"{cell}/bias"],
+                v[f"{cell}/projection/kernel"],
+                lstm_opts["cell_clip"],
+                lstm_opts["proj_clip"],
+                reverse=d == 1,
+            )
             outs.append(h + inputs[d] if skip and k > 0 else h)
         inputs = outs
         layers.append(tf.concat(outs, -1) * run_mask)
@@ -113,8 +127,12 @@ def _module_outputs(v, options, tokens, lengths, add_boundaries, skip):
     layers = [tf.concat([word_emb, word_emb], -1)] + [t * mask for t in layers]
     mix = tf.nn.softmax(v["aggregation/weights"] + 1.0 / len(layers))
     elmo = v["aggregation/scaling"] * tf.add_n([mix[k] * t for k, t in enumerate(layers)])
-    out = {"word_emb": word_emb, "elmo": elmo, "sequence_len": lengths,
-           "default": tf.reduce_sum(elmo, 1) / tf.cast(lengths, tf.float32)[:, None]}
+    out = {
+        "word_emb": word_emb,
+        "elmo": elmo,
+        "sequence_len": lengths,
+        "default": tf.reduce_sum(elmo, 1) / tf.cast(lengths, tf.float32)[:, None],
+    }
     out.update({f"lstm_outputs{k}": layers[k] for k in range(1, len(layers))})
     return out
 
@@ -140,15 +158,17 @@ def build_tf1_module(path, options, arrays, add_boundaries, skip, char_rows, sta
         lengths = tf.compat.v1.placeholder(tf.int32, [None])
         signatures = {}
         for sig, inputs, args in (
-                ("default", {"default": sentences},
-                 (pieces.to_tensor(""), tf.cast(pieces.row_lengths(), tf.int32))),
-                ("tokens", {"tokens": tokens, "sequence_len": lengths}, (tokens, lengths))):
+            ("default", {"default": sentences}, (pieces.to_tensor(""), tf.cast(pieces.row_lengths(), tf.int32))),
+            ("tokens", {"tokens": tokens, "sequence_len": lengths}, (tokens, lengths)),
+        ):
             outputs = _module_outputs(v, options, *args, add_boundaries, skip)
             if not static_dims:  # the signature then does not tell the output widths
-                outputs = {k: tf.compat.v1.placeholder_with_default(t, [None] * t.shape.rank)
-                           for k, t in outputs.items()}
+                outputs = {
+                    k: tf.compat.v1.placeholder_with_default(t, [None] * t.shape.rank) for k, t in outputs.items()
+                }
             signatures[sig] = tf.compat.v1.saved_model.signature_def_utils.build_signature_def(
-                {k: info(t) for k, t in inputs.items()}, {k: info(t) for k, t in outputs.items()})
+                {k: info(t) for k, t in inputs.items()}, {k: info(t) for k, t in outputs.items()}
+            )
         with tf.compat.v1.Session(graph=graph) as sess:
             sess.run(tf.compat.v1.global_variables_initializer())
             builder = tf.compat.v1.saved_model.Builder(path)
@@ -189,8 +209,9 @@ def cases(tmp_path_factory, fixture_options, fixture_arrays):
     hub_logits = HUB_WEIGHTS + np.float32(1 / 3)
     out = {}
     for name, add, skip, rows in (("tf1-none", False, True, 261), ("tf1-add", True, False, 262)):
-        build_tf1_module(str(root / name), with_skip(fixture_options, skip), fixture_arrays, add, skip, rows,
-                         static_dims=not add)
+        build_tf1_module(
+            str(root / name), with_skip(fixture_options, skip), fixture_arrays, add, skip, rows, static_dims=not add
+        )
         out[name] = Case(str(root / name), add, skip, hub_logits, float(HUB_SCALING[0]))
     source = ek.BiLM(fixture_options, add_sentence_boundaries=False)  # a BiLM exports the layer average
     source.build()
@@ -208,14 +229,22 @@ CASES = ["tf1-none", "tf1-add", "export-none", "export-add"]
 
 def reference_outputs(case, fixture_options, fixture_arrays, inputs):
     """The module's outputs, computed by a native Elmo with the same weights, boundaries and mix."""
-    elmo = native_elmo(with_skip(fixture_options, case.skip), fixture_arrays, case.add_boundaries,
-                       case.logits, case.gamma)
+    elmo = native_elmo(
+        with_skip(fixture_options, case.skip), fixture_arrays, case.add_boundaries, case.logits, case.gamma
+    )
     out = elmo(inputs)
     layers, mask = [np.asarray(t) for t in out["layers"]], np.asarray(out["mask"])
     rep = np.asarray(out["elmo_representations"][0])
     proj = elmo.bilm.projection_dim
-    return {"word_emb": layers[0][..., :proj], "lstm_outputs1": layers[1], "lstm_outputs2": layers[2],
-            "elmo": rep, "default": rep.sum(1) / mask.sum(1, keepdims=True), "layers": layers, "mask": mask}
+    return {
+        "word_emb": layers[0][..., :proj],
+        "lstm_outputs1": layers[1],
+        "lstm_outputs2": layers[2],
+        "elmo": rep,
+        "default": rep.sum(1) / mask.sum(1, keepdims=True),
+        "layers": layers,
+        "mask": mask,
+    }
 
 
 def max_diff(a, b):
@@ -278,8 +307,7 @@ def test_export_runs_the_tf_hub_example(cases):
     import tensorflow_hub as hub
 
     module = hub.load(cases["export-add"].path)
-    out = module.signatures["default"](tf.constant(["The bank approved the loan.",
-                                                    "He sat on the bank of the river."]))
+    out = module.signatures["default"](tf.constant(["The bank approved the loan.", "He sat on the bank of the river."]))
     assert sorted(out) == sorted(KEYS[:-1] + ["sequence_len"])
     elmo = out["elmo"].numpy()
     assert elmo.shape == (2, 8, 32) and out["default"].shape == (2, 32)
@@ -312,9 +340,14 @@ def test_export_errors(tmp_path, cases, fixture_options):
 
 def test_sequential_fit_keras_round_trip_and_export(tmp_path, cases):
     path = cases["tf1-add"].path  # output widths found by one call of the module
-    model = keras.Sequential([keras.Input(shape=(), dtype="string"), ek.HubElmo(path),
-                              keras.layers.Bidirectional(keras.layers.GRU(8)),
-                              keras.layers.Dense(3, activation="softmax")])
+    model = keras.Sequential(
+        [
+            keras.Input(shape=(), dtype="string"),
+            ek.HubElmo(path),
+            keras.layers.Bidirectional(keras.layers.GRU(8)),
+            keras.layers.Dense(3, activation="softmax"),
+        ]
+    )
     model.compile(keras.optimizers.Adam(0.01), "sparse_categorical_crossentropy")
     assert model.layers[0]._fn.structured_outputs["elmo"].shape[-1] is None
     history = model.fit(TEXTS, np.array([0, 1, 2]), epochs=3, batch_size=3, verbose=0)
@@ -359,12 +392,18 @@ def test_export_records_any_architecture(tmp_path, skip_options):
     assert max_diff(layers, [np.asarray(t) for t in bilm(ids)["layers"]]) <= TOL
 
 
-@pytest.mark.parametrize("hub_name, released", [
-    ("module/bilm/RNN_1/RNN/MultiRNNCell/Cell1/rnn/lstm_cell/projection/kernel:0",
-     "RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/W_P_0"),
-    ("bilm/RNN_0/rnn/multi_rnn_cell/cell_0/lstm_cell/bias:0", "RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell/B"),
-    ("bilm/RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell/W_0:0", "RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell/W_0"),
-    ("module/bilm/CNN_high_1/W_carry:0", "CNN_high_1/W_carry")])
+@pytest.mark.parametrize(
+    "hub_name, released",
+    [
+        (
+            "module/bilm/RNN_1/RNN/MultiRNNCell/Cell1/rnn/lstm_cell/projection/kernel:0",
+            "RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/W_P_0",
+        ),
+        ("bilm/RNN_0/rnn/multi_rnn_cell/cell_0/lstm_cell/bias:0", "RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell/B"),
+        ("bilm/RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell/W_0:0", "RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell/W_0"),
+        ("module/bilm/CNN_high_1/W_carry:0", "CNN_high_1/W_carry"),
+    ],
+)
 def test_hub_variable_names(hub_name, released):
     from elmo_keras.hub_module import _variable_key, released_name
 
@@ -386,8 +425,9 @@ def test_bad_inputs(tmp_path, cases, monkeypatch):
             return {"length": tf.strings.length(text)}
 
     plain = Plain()
-    tf.saved_model.save(plain, str(tmp_path / "plain"), signatures={"serving_default": plain.serve,
-                                                                     "default": plain.serve})
+    tf.saved_model.save(
+        plain, str(tmp_path / "plain"), signatures={"serving_default": plain.serve, "default": plain.serve}
+    )
     with pytest.raises(ValueError, match=r"has no signature 'tokens'; it has \['default', 'serving_default'\]"):
         ek.HubElmo(tmp_path / "plain", signature="tokens")
     with pytest.raises(ValueError, match=r"returns \['length'\]; an ELMo module's .* returns \['word_emb'"):

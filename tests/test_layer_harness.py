@@ -8,6 +8,7 @@ For a layer and sample inputs, :func:`run_layer_test` checks that
   * the layer built under ``mixed_bfloat16`` runs and gives outputs close to float32.
 A registered class missing from ``CASES`` fails its test.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -81,8 +82,9 @@ def _assert_close(got: list[np.ndarray], expected: list[np.ndarray], tolerance: 
     assert len(got) == len(expected)
     for g, e in zip(got, expected):
         if e.dtype.kind == "f":
-            np.testing.assert_allclose(g.astype(np.float32), e, rtol=0,
-                                       atol=tolerance * max(1.0, float(np.abs(e).max(initial=0.0))))
+            np.testing.assert_allclose(
+                g.astype(np.float32), e, rtol=0, atol=tolerance * max(1.0, float(np.abs(e).max(initial=0.0)))
+            )
         else:
             np.testing.assert_array_equal(g, e)
 
@@ -133,6 +135,7 @@ def run_layer_test(case: Case, tmp_path: Path) -> None:
 
 # -- the table: one entry per registered class ------------------------------------------------------------
 
+
 @dataclass
 class Context:
     """What a table entry may use to build its case."""
@@ -178,47 +181,64 @@ def _bi_language_model(ctx):
 
 
 CASES: dict[str, Callable | str] = {
-    "elmo_keras>BiGatedCNN": lambda ctx: Case(lambda: ek.BiGatedCNN(2, 4, kernel_size=2),
-                                              (_random(2, 4, 4), STEP_MASK)),
-    "elmo_keras>BiLM": lambda ctx: Case(lambda: ek.BiLM.from_pretrained(*ctx.fixture_files),
-                                        (ek.batch_to_ids([["The", "bank"], ["Hi"]]),)),
-    "elmo_keras>BiLanguageModel": lambda ctx: Case(lambda: _bi_language_model(ctx),
-                                                   (ek.batch_to_ids([["the", "bank"], ["Hi"]]),)),
-    "elmo_keras>BiTransformer": lambda ctx: Case(lambda: ek.BiTransformer(2, 4, num_heads=2, ff_dim=8),
-                                                 (_random(2, 4, 4), STEP_MASK)),
+    "elmo_keras>BiGatedCNN": lambda ctx: Case(
+        lambda: ek.BiGatedCNN(2, 4, kernel_size=2), (_random(2, 4, 4), STEP_MASK)
+    ),
+    "elmo_keras>BiLM": lambda ctx: Case(
+        lambda: ek.BiLM.from_pretrained(*ctx.fixture_files), (ek.batch_to_ids([["The", "bank"], ["Hi"]]),)
+    ),
+    "elmo_keras>BiLanguageModel": lambda ctx: Case(
+        lambda: _bi_language_model(ctx), (ek.batch_to_ids([["the", "bank"], ["Hi"]]),)
+    ),
+    "elmo_keras>BiTransformer": lambda ctx: Case(
+        lambda: ek.BiTransformer(2, 4, num_heads=2, ff_dim=8), (_random(2, 4, 4), STEP_MASK)
+    ),
     "elmo_keras>CharCNN": lambda ctx: Case(
         lambda: ek.CharCNN([[1, 4], [2, 8]], char_embed_dim=4, num_highway_layers=1, projection_dim=6),
-        (ek.batch_to_ids([["Hello", "world"], ["Hi"]]),), mask=[[True, True], [True, False]]),
+        (ek.batch_to_ids([["Hello", "world"], ["Hi"]]),),
+        mask=[[True, True], [True, False]],
+    ),
     "elmo_keras>Elmo": lambda ctx: Case(
-        lambda: ek.Elmo.from_pretrained(*ctx.fixture_files, output="elmo", do_layer_norm=True), (SENTENCES,),
-        mask=SENTENCE_MASK),
+        lambda: ek.Elmo.from_pretrained(*ctx.fixture_files, output="elmo", do_layer_norm=True),
+        (SENTENCES,),
+        mask=SENTENCE_MASK,
+    ),
     "elmo_keras>Highway": lambda ctx: Case(lambda: ek.Highway(2), (_random(2, 3, 6),)),
     "elmo_keras>HubElmo": lambda ctx: Case(lambda: ek.HubElmo(_hub_module(ctx)), (SENTENCES,), mask=SENTENCE_MASK),
-    "elmo_keras>LayerConcat": lambda ctx: Case(ek.LayerConcat, ([_random(2, 4, 3), _random(2, 4, 5)],),
-                                               {"mask": [STEP_MASK, STEP_MASK]}, mask=STEP_MASK),
-    "elmo_keras>LayerFusion": lambda ctx: Case(lambda: ek.LayerFusion(hidden=5), (THREE_LAYERS,),
-                                               {"mask": STEP_MASK}, mask=STEP_MASK),
-    "elmo_keras>MaskedPooling": lambda ctx: Case(lambda: ek.MaskedPooling(("mean", "max")), (_random(2, 4, 3),),
-                                                 {"mask": STEP_MASK}),
+    "elmo_keras>LayerConcat": lambda ctx: Case(
+        ek.LayerConcat, ([_random(2, 4, 3), _random(2, 4, 5)],), {"mask": [STEP_MASK, STEP_MASK]}, mask=STEP_MASK
+    ),
+    "elmo_keras>LayerFusion": lambda ctx: Case(
+        lambda: ek.LayerFusion(hidden=5), (THREE_LAYERS,), {"mask": STEP_MASK}, mask=STEP_MASK
+    ),
+    "elmo_keras>MaskedPooling": lambda ctx: Case(
+        lambda: ek.MaskedPooling(("mean", "max")), (_random(2, 4, 3),), {"mask": STEP_MASK}
+    ),
     "elmo_keras>MultiLabelBinaryCrossentropy": "not a layer: a loss",
     "elmo_keras>MultiLabelF1": "not a layer: a metric",
     "elmo_keras>Perplexity": "not a layer: a metric",
     "elmo_keras>PrecisionAtK": "not a layer: a metric",
     "elmo_keras>ProjectedBiLSTM": lambda ctx: Case(
         lambda: ek.ProjectedBiLSTM(2, 8, 4, cell_clip=3, proj_clip=3, use_skip_connections=True),
-        (_random(2, 4, 4), STEP_MASK)),
+        (_random(2, 4, 4), STEP_MASK),
+    ),
     "elmo_keras>ScalarMix": lambda ctx: Case(
-        lambda: ek.ScalarMix(3, initial_logits=[0.0, 1.0, 2.0], initial_gamma=0.5, do_layer_norm=True,
-                             weight_dropout=0.1, l2_coef=0.001),
-        (THREE_LAYERS,), {"mask": STEP_MASK}, mask=STEP_MASK),
-    "elmo_keras>SegmentedEncoder": lambda ctx: Case(lambda: _segmented_encoder(),
-                                                    (tf.constant(["the bank Hi the", "Hi", ""]),)),
+        lambda: ek.ScalarMix(
+            3, initial_logits=[0.0, 1.0, 2.0], initial_gamma=0.5, do_layer_norm=True, weight_dropout=0.1, l2_coef=0.001
+        ),
+        (THREE_LAYERS,),
+        {"mask": STEP_MASK},
+        mask=STEP_MASK,
+    ),
+    "elmo_keras>SegmentedEncoder": lambda ctx: Case(
+        lambda: _segmented_encoder(), (tf.constant(["the bank Hi the", "Hi", ""]),)
+    ),
     "elmo_keras>StackLayers": lambda ctx: Case(ek.layers.StackLayers, (THREE_LAYERS,), {"mask": [STEP_MASK] * 3}),
-    "elmo_keras>StaticEmbedding": lambda ctx: Case(lambda: _static_embedding(), (SENTENCES,),
-                                                   mask=SENTENCE_MASK),
+    "elmo_keras>StaticEmbedding": lambda ctx: Case(lambda: _static_embedding(), (SENTENCES,), mask=SENTENCE_MASK),
     "elmo_keras>TextModel": lambda ctx: Case(lambda: _text_model(), (SENTENCES,), mixed_dtype="float32"),
-    "elmo_keras>UnstackLayers": lambda ctx: Case(ek.layers.UnstackLayers, ([_random(2, 4, 3, 5), STEP_MASK],),
-                                                 mask=STEP_MASK),
+    "elmo_keras>UnstackLayers": lambda ctx: Case(
+        ek.layers.UnstackLayers, ([_random(2, 4, 3, 5), STEP_MASK],), mask=STEP_MASK
+    ),
 }
 
 

@@ -1,5 +1,6 @@
 """Layer inputs as a hostile user passes them: eager InputErrors (row, token, id), in-graph assertions kept, eager
 Elmo calls through one cached graph (same numbers, gradients, masks), masked pooling of rows with no tokens."""
+
 import re
 
 import keras
@@ -50,8 +51,9 @@ def test_padding_before_a_real_token_names_row_and_tokens(elmo, bilm):
     gap = 'row 2: token 1 is a real token after padding (the empty string "") at token 0; padding must come after'
     with pytest.raises(InputError, match=re.escape(gap)):
         elmo(tf.constant([["a", "b"], ["c", ""], ["", "d"]]))
-    with pytest.raises(InputError, match=re.escape("row 1: token 2 is a real token after padding (all-zero char ids) "
-                                                   "at token 1")):
+    with pytest.raises(
+        InputError, match=re.escape("row 1: token 2 is a real token after padding (all-zero char ids) at token 1")
+    ):
         bilm(_gap_ids())
     vectors, mask = np.zeros((1, 3, bilm.projection_dim), np.float32), np.array([[True, False, True]])
     with pytest.raises(InputError, match=re.escape("row 0: token 2 is a real token after padding (mask False)")):
@@ -60,8 +62,10 @@ def test_padding_before_a_real_token_names_row_and_tokens(elmo, bilm):
 
 def test_graphs_keep_the_in_graph_assertions(bilm):
     graph = tf.function(lambda ids: bilm(ids)["mask"], input_signature=[tf.TensorSpec([None, None, 50], tf.int32)])
-    with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape("262 is not in [0, 262)") + "|" +
-                       re.escape("char ids must be in [0, 262)")):  # the embedding lookup may fail first
+    with pytest.raises(
+        tf.errors.InvalidArgumentError,
+        match=re.escape("262 is not in [0, 262)") + "|" + re.escape("char ids must be in [0, 262)"),
+    ):  # the embedding lookup may fail first
         graph(_ids_with(2, 1, 262))
     with pytest.raises(tf.errors.InvalidArgumentError, match="padding tokens .* must come after the real tokens"):
         graph(_gap_ids())
@@ -106,8 +110,14 @@ def test_gradients_flow_through_the_eager_graph(graph_elmo):
 
 
 def test_a_model_on_elmo_fits_eagerly_and_its_eager_calls_are_unchanged(graph_elmo, monkeypatch):
-    model = keras.Sequential([keras.Input(shape=(), dtype="string"), graph_elmo, ek.MaskedPooling(),
-                              keras.layers.Dense(3, activation="softmax")])
+    model = keras.Sequential(
+        [
+            keras.Input(shape=(), dtype="string"),
+            graph_elmo,
+            ek.MaskedPooling(),
+            keras.layers.Dense(3, activation="softmax"),
+        ]
+    )
     model.compile(keras.optimizers.Adam(0.01), "sparse_categorical_crossentropy", run_eagerly=True)
     before = [np.asarray(w).copy() for w in model.trainable_weights]
     model.fit(np.array(TEXTS, dtype=object), np.array([0, 1, 2]), epochs=1, verbose=0)
@@ -137,14 +147,16 @@ def test_masked_pooling_matches_numpy_over_real_tokens_only():
     pooled, empty = ek.MaskedPooling(return_empty_flag=True)(x, mask=mask)
     np.testing.assert_allclose(np.asarray(pooled), _numpy_pooling(x, mask), rtol=0, atol=1e-6)
     assert np.asarray(empty).tolist() == [False, True, False, False]
-    np.testing.assert_allclose(np.asarray(ek.MaskedPooling(("mean",))(x, mask=mask)),
-                               _numpy_pooling(x, mask)[:, 3:], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(ek.MaskedPooling(("mean",))(x, mask=mask)), _numpy_pooling(x, mask)[:, 3:], rtol=0, atol=1e-6
+    )
 
 
 def test_empty_text_pools_to_zeros_with_a_flag_where_keras_gives_nan(elmo, tmp_path):
     texts = tf.constant(["", "The bank"])
-    keras_mean = keras.Sequential([keras.Input(shape=(), dtype="string"), elmo,
-                                   keras.layers.GlobalAveragePooling1D()])(texts)
+    keras_mean = keras.Sequential([keras.Input(shape=(), dtype="string"), elmo, keras.layers.GlobalAveragePooling1D()])(
+        texts
+    )
     assert np.isnan(np.asarray(keras_mean)[0]).all()  # what the README warns about
     inputs = keras.Input(shape=(), dtype="string")
     model = keras.Model(inputs, ek.MaskedPooling(("mean",), return_empty_flag=True)(elmo(inputs)))

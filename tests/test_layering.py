@@ -1,5 +1,6 @@
 """The import graph follows the layering in DESIGN.md: a module imports only from its own level or the levels below
 (imports inside functions included), the modules form no import cycle, and the package root holds few modules."""
+
 import ast
 from pathlib import Path
 
@@ -60,21 +61,29 @@ def graph() -> dict[str, set[str]]:
 
 
 def test_no_module_imports_from_a_higher_level(graph):
-    upward = sorted(f"{a} -> {b}" for a, deps in graph.items() if a != "elmo_keras" for b in deps
-                    if b != "elmo_keras" and not b.startswith(a + ".") and _level(b) > _level(a))
+    upward = sorted(
+        f"{a} -> {b}"
+        for a, deps in graph.items()
+        if a != "elmo_keras"
+        for b in deps
+        if b != "elmo_keras" and not b.startswith(a + ".") and _level(b) > _level(a)
+    )
     assert upward == []
 
 
 def test_no_import_cycle(graph):
-    edges = {a: {b for b in deps if b != "elmo_keras" and not b.startswith(a + ".")} for a, deps in graph.items()
-             if a != "elmo_keras"}
+    edges = {
+        a: {b for b in deps if b != "elmo_keras" and not b.startswith(a + ".")}
+        for a, deps in graph.items()
+        if a != "elmo_keras"
+    }
     state: dict[str, str] = {}
 
     def visit(node: str, path: list[str]) -> None:
         state[node] = "open"
         for nxt in sorted(edges.get(node, ())):
             if state.get(nxt) == "open":
-                pytest.fail("import cycle: " + " -> ".join(path[path.index(nxt):] + [nxt]))
+                pytest.fail("import cycle: " + " -> ".join(path[path.index(nxt) :] + [nxt]))
             if nxt not in state:
                 visit(nxt, path + [nxt])
         state[node] = "done"

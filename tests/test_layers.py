@@ -1,12 +1,13 @@
 """Layer behaviour: stateless batch invariance, freezing, ScalarMix options, configs, masks."""
+
 import functools
 
+import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 from hypothesis import given, settings
 from hypothesis import strategies as st
-import tensorflow as tf
-import keras
 
 import elmo_keras as ek
 from elmo_keras.errors import InputError
@@ -26,15 +27,14 @@ def test_stateless_is_batch_and_padding_invariant(bilm):
     for k, layer in enumerate(batched["layers"]):
         got = np.asarray(layer)[1]
         np.testing.assert_allclose(got[: len(SENT)], alone[k], atol=1e-5)
-        assert (got[len(SENT):] == 0).all()
+        assert (got[len(SENT) :] == 0).all()
     # twice in a row gives the same (no hidden state in the default mode)
     again = bilm(ek.batch_to_ids([SENT]))["layers"][2]
     np.testing.assert_array_equal(np.asarray(again)[0], alone[2])
 
 
 def test_bilm_in_tf_function_with_unknown_shapes(bilm):
-    fn = tf.function(lambda ids: bilm(ids)["layers"][2],
-                     input_signature=[tf.TensorSpec([None, None, 50], tf.int32)])
+    fn = tf.function(lambda ids: bilm(ids)["layers"][2], input_signature=[tf.TensorSpec([None, None, 50], tf.int32)])
     ids = ek.batch_to_ids([SENT, ["Hi"]])
     np.testing.assert_allclose(fn(ids).numpy(), np.asarray(bilm(ids)["layers"][2]), atol=1e-6)
 
@@ -62,8 +62,10 @@ def test_frozen_by_default_and_trainable_on_request(fixture_files):
     assert len(tuned.trainable_weights) == len(tuned.weights)
     elmo = ek.Elmo.from_pretrained(*fixture_files)
     assert {w.path.split("/")[-2] for w in elmo.trainable_weights} == {"scalar_mix_0"}
-    assert len(ek.Elmo.from_pretrained(*fixture_files, bilm_trainable=True).trainable_weights) == \
-        len(tuned.trainable_weights) + 2
+    assert (
+        len(ek.Elmo.from_pretrained(*fixture_files, bilm_trainable=True).trainable_weights)
+        == len(tuned.trainable_weights) + 2
+    )
 
 
 def test_fine_tuning_changes_the_bilm(fixture_files):
@@ -125,11 +127,15 @@ def test_layer_norm_needs_a_mask():
         ek.ScalarMix(2, do_layer_norm=True)([tf.ones((1, 2, 3)), tf.ones((1, 2, 3))])
 
 
-@pytest.mark.parametrize("make", [  # the other layers: tests/test_layer_harness.py
-    lambda o: ek.BiLM(o, stateful=True, max_batch_size=4),
-    lambda o: ek.Elmo(o, num_output_representations=2, dropout=0.1, mix_weights=[0.2, 0.3, 0.5],
-                      do_layer_norm=True),
-])
+@pytest.mark.parametrize(
+    "make",
+    [  # the other layers: tests/test_layer_harness.py
+        lambda o: ek.BiLM(o, stateful=True, max_batch_size=4),
+        lambda o: ek.Elmo(
+            o, num_output_representations=2, dropout=0.1, mix_weights=[0.2, 0.3, 0.5], do_layer_norm=True
+        ),
+    ],
+)
 def test_config_round_trip(make, fixture_options):
     layer = make(fixture_options)
     again = type(layer).from_config(layer.get_config())
@@ -184,8 +190,17 @@ def test_keras_mask_reaches_a_bigru(case, tmp_path):
 def test_chunk_steps_fill_gemm_rows():
     from elmo_keras.layers.lstm import GEMM_ROWS, chunk_steps
 
-    assert [int(chunk_steps(b)) for b in (0, 1, 4, 7, 48, 49, 96, 97, 256)] == \
-        [GEMM_ROWS, GEMM_ROWS, GEMM_ROWS // 4, GEMM_ROWS // 7, 2, 1, 1, 1, 1]
+    assert [int(chunk_steps(b)) for b in (0, 1, 4, 7, 48, 49, 96, 97, 256)] == [
+        GEMM_ROWS,
+        GEMM_ROWS,
+        GEMM_ROWS // 4,
+        GEMM_ROWS // 7,
+        2,
+        1,
+        1,
+        1,
+        1,
+    ]
 
 
 @pytest.mark.parametrize("batch", [4, 7, 50])
@@ -196,8 +211,9 @@ def test_frozen_lstm_reads_time_in_chunks_with_the_same_results(batch):
     from elmo_keras.layers.lstm import chunk_steps
 
     chunk = int(chunk_steps(batch))
-    lstm = ek.ProjectedBiLSTM(num_layers=2, dim=12, projection_dim=6, cell_clip=3.0, proj_clip=3.0,
-                              use_skip_connections=True)
+    lstm = ek.ProjectedBiLSTM(
+        num_layers=2, dim=12, projection_dim=6, cell_clip=3.0, proj_clip=3.0, use_skip_connections=True
+    )
     steps = 2 * chunk + 5
     inputs = np.random.default_rng(3).normal(size=(batch, steps, 6)).astype("float32")
     lengths = ([steps, chunk, 3, 0, steps - 1, 1, chunk + 1] * 8)[:batch]
@@ -237,8 +253,9 @@ def test_frozen_lstm_memory_does_not_grow_with_the_input_gates_of_all_steps():
 def test_lstm_final_state_and_outputs_do_not_depend_on_padding(trainable):
     """Each row's outputs and final state (its state after its own last step, both directions) equal those of the
     row run alone without padding; padded steps output zeros; without the final state the outputs are the same."""
-    lstm = ek.ProjectedBiLSTM(num_layers=2, dim=12, projection_dim=6, cell_clip=3.0, proj_clip=3.0,
-                              use_skip_connections=True)
+    lstm = ek.ProjectedBiLSTM(
+        num_layers=2, dim=12, projection_dim=6, cell_clip=3.0, proj_clip=3.0, use_skip_connections=True
+    )
     lstm.trainable = trainable
     lengths = [7, 3, 1, 0]
     inputs = np.random.default_rng(5).normal(size=(len(lengths), 7, 6)).astype("float32")
@@ -252,7 +269,7 @@ def test_lstm_final_state_and_outputs_do_not_depend_on_padding(trainable):
     for row, n in enumerate(lengths):
         for layer in outputs:
             assert np.all(np.asarray(layer)[row, n:] == 0)
-        alone_outputs, alone_state = lstm(inputs[row:row + 1, :n], np.ones((1, n), bool)) if n else ([], zero)
+        alone_outputs, alone_state = lstm(inputs[row : row + 1, :n], np.ones((1, n), bool)) if n else ([], zero)
         for layer, alone in zip(outputs, alone_outputs):
             np.testing.assert_allclose(np.asarray(layer)[row, :n], np.asarray(alone)[0], rtol=0, atol=1e-6)
         for (c, h), (c_alone, h_alone) in zip(state, alone_state):

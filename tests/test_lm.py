@@ -1,7 +1,7 @@
 """Pretraining: vocabulary, tf.data pipeline, BiLanguageModel loss/perplexity, pretrain() output folder."""
+
 import json
 import os
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -13,10 +13,21 @@ from elmo_keras.lm import BiLanguageModel, Vocabulary, lm_dataset, pretrain, sen
 from elmo_keras.text import batch_to_ids, boundary_char_ids
 
 TRAIN = Path(__file__).parent / "fixtures" / "bilm-tf" / "train"
-TINY = {"char_cnn": {"filters": [[1, 8], [2, 8], [3, 16]], "n_highway": 1, "embedding": {"dim": 4}},
-        "lstm": {"dim": 16, "projection_dim": 8, "n_layers": 2, "cell_clip": 3, "proj_clip": 3,
-                 "use_skip_connections": True},
-        "batch_size": 2, "dropout": 0.0, "backup_every_steps": 1, "shuffle_buffer": 100}
+TINY = {
+    "char_cnn": {"filters": [[1, 8], [2, 8], [3, 16]], "n_highway": 1, "embedding": {"dim": 4}},
+    "lstm": {
+        "dim": 16,
+        "projection_dim": 8,
+        "n_layers": 2,
+        "cell_clip": 3,
+        "proj_clip": 3,
+        "use_skip_connections": True,
+    },
+    "batch_size": 2,
+    "dropout": 0.0,
+    "backup_every_steps": 1,
+    "shuffle_buffer": 100,
+}
 
 
 def _quiet(_msg: str) -> None:
@@ -70,8 +81,9 @@ def test_pipeline_buckets_shards_and_keeps_every_sentence(tmp_path):
     files = []
     for k in range(2):
         path = tmp_path / f"f{k}.txt"
-        path.write_text("".join(" ".join([f"w{k}"] * n) + "\n" + ("\n" if n == 3 else "") for n in range(1, 30)),
-                        encoding="utf-8")
+        path.write_text(
+            "".join(" ".join([f"w{k}"] * n) + "\n" + ("\n" if n == 3 else "") for n in range(1, 30)), encoding="utf-8"
+        )
         files.append(path)
     vocab = Vocabulary.from_files(files)
     batches = list(lm_dataset(files, vocab, batch_size=4, buckets=[5, 10]))
@@ -129,15 +141,23 @@ def test_sampled_softmax_trains_and_errors():
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     out = tmp_path_factory.mktemp("lm") / "run"
-    model, state = pretrain([TRAIN / "data.txt"], TRAIN / "data.txt", {**TINY, "learning_rate": 0.01}, out,
-                            epochs=2, verbose=0, log=_quiet)
+    model, state = pretrain(
+        [TRAIN / "data.txt"], TRAIN / "data.txt", {**TINY, "learning_rate": 0.01}, out, epochs=2, verbose=0, log=_quiet
+    )
     return model, state, out
 
 
 def test_pretrain_writes_a_folder_that_reloads_exactly(trained):
     model, state, out = trained
     assert sorted(p for p in os.listdir(out) if p != "logs") == [  # backup/ removed at the end
-        ".lock", "manifest.json", "options.json", "softmax.hdf5", "state.json", "vocab.txt", "weights.hdf5"]
+        ".lock",
+        "manifest.json",
+        "options.json",
+        "softmax.hdf5",
+        "state.json",
+        "vocab.txt",
+        "weights.hdf5",
+    ]
     assert state["epochs_completed"] == 2 and len(state["tokens_per_second"]) == 2
     assert state["history"]["loss"][1] < state["history"]["loss"][0]
     options = json.loads((out / "options.json").read_text())
@@ -150,34 +170,55 @@ def test_pretrain_writes_a_folder_that_reloads_exactly(trained):
     again = BiLanguageModel.from_preset(out)
     sentences = ["neural language models use words ."]
     assert again.perplexity(sentences) == pytest.approx(model.perplexity(sentences), rel=1e-6)
-    assert state["valid_perplexity"] == pytest.approx(model.perplexity(
-        (TRAIN / "data.txt").read_text(encoding="utf-8").splitlines()), rel=1e-4)
+    assert state["valid_perplexity"] == pytest.approx(
+        model.perplexity((TRAIN / "data.txt").read_text(encoding="utf-8").splitlines()), rel=1e-4
+    )
 
 
 def test_rerun_is_a_no_op_and_options_must_agree(trained):
     _, state, out = trained
-    _, again = pretrain([TRAIN / "data.txt"], None, {**TINY, "learning_rate": 0.01}, out, epochs=2, verbose=0,
-                        log=_quiet)
+    _, again = pretrain(
+        [TRAIN / "data.txt"], None, {**TINY, "learning_rate": 0.01}, out, epochs=2, verbose=0, log=_quiet
+    )
     assert again == state
     with pytest.raises(ValueError, match="made from other input: options 'lstm.dim' \\(16 then, 8 now\\)\\. Re-run"):
-        pretrain([TRAIN / "data.txt"], None, {**TINY, "learning_rate": 0.01, "lstm": {**TINY["lstm"], "dim": 8}}, out,
-                 log=_quiet)
+        pretrain(
+            [TRAIN / "data.txt"],
+            None,
+            {**TINY, "learning_rate": 0.01, "lstm": {**TINY["lstm"], "dim": 8}},
+            out,
+            log=_quiet,
+        )
 
 
 def test_continue_training_from_released_layout(trained, tmp_path):
     _, _, out = trained
     other = tmp_path / "other.txt"
     other.write_text("a new domain with new words .\nnew words again .\n", encoding="utf-8")
-    model, _ = pretrain([other], None, {**TINY, "learning_rate": 0.0}, tmp_path / "adapted", epochs=1,
-                        init_from=str(out), verbose=0, log=_quiet)
+    model, _ = pretrain(
+        [other],
+        None,
+        {**TINY, "learning_rate": 0.0},
+        tmp_path / "adapted",
+        epochs=1,
+        init_from=str(out),
+        verbose=0,
+        log=_quiet,
+    )
     original = ek.weights.read_weights_hdf5(out / "weights.hdf5", ek.load_options(out / "options.json"))
     adapted = model.bilm.get_weight_arrays()
     for name, value in original.items():  # learning rate 0: the biLM is exactly the one we started from
         np.testing.assert_array_equal(adapted[name], value)
     assert len(model.vocab) != len(Vocabulary.load(out / "vocab.txt"))  # own vocabulary, fresh softmax
     with pytest.raises(ValueError, match="'lstm' options differ"):
-        pretrain([other], None, {**TINY, "lstm": {**TINY["lstm"], "dim": 8}}, tmp_path / "bad", init_from=str(out),
-                 log=_quiet)
+        pretrain(
+            [other],
+            None,
+            {**TINY, "lstm": {**TINY["lstm"], "dim": 8}},
+            tmp_path / "bad",
+            init_from=str(out),
+            log=_quiet,
+        )
 
 
 def test_bad_training_options(tmp_path):
@@ -190,9 +231,28 @@ def test_bad_training_options(tmp_path):
 def test_cli_parser():
     from elmo_keras.cli import build_parser
 
-    args = build_parser().parse_args(["pretrain", "--train", "a.txt", "b.txt", "--valid", "v.txt", "--options",
-                                      "o.json", "--out", "d", "--epochs", "3"])
+    args = build_parser().parse_args(
+        [
+            "pretrain",
+            "--train",
+            "a.txt",
+            "b.txt",
+            "--valid",
+            "v.txt",
+            "--options",
+            "o.json",
+            "--out",
+            "d",
+            "--epochs",
+            "3",
+        ]
+    )
     assert (args.command, args.train, args.valid, args.epochs, args.strategy) == (
-        "pretrain", ["a.txt", "b.txt"], "v.txt", 3, "default")
+        "pretrain",
+        ["a.txt", "b.txt"],
+        "v.txt",
+        3,
+        "default",
+    )
     with pytest.raises(SystemExit):
         build_parser().parse_args(["pretrain", "--train", "a.txt"])  # --options and --out are required

@@ -1,5 +1,6 @@
 """Pretraining in other processes: kill mid-epoch + resume, MirroredStrategy (2 replicas), 2-worker
 MultiWorkerMirroredStrategy on localhost; both strategies must match a single-process run."""
+
 import json
 import os
 import signal
@@ -15,10 +16,22 @@ from elmo_keras.lm import BiLanguageModel, Vocabulary, pretrain
 
 pytestmark = pytest.mark.slow
 
-TINY = {"char_cnn": {"filters": [[1, 8], [2, 8], [3, 16]], "n_highway": 1, "embedding": {"dim": 4}},
-        "lstm": {"dim": 16, "projection_dim": 8, "n_layers": 2, "cell_clip": 3, "proj_clip": 3,
-                 "use_skip_connections": True},
-        "batch_size": 4, "dropout": 0.0, "shuffle_buffer": 0, "learning_rate": 0.01, "buckets": [10]}
+TINY = {
+    "char_cnn": {"filters": [[1, 8], [2, 8], [3, 16]], "n_highway": 1, "embedding": {"dim": 4}},
+    "lstm": {
+        "dim": 16,
+        "projection_dim": 8,
+        "n_layers": 2,
+        "cell_clip": 3,
+        "proj_clip": 3,
+        "use_skip_connections": True,
+    },
+    "batch_size": 4,
+    "dropout": 0.0,
+    "shuffle_buffer": 0,
+    "learning_rate": 0.01,
+    "buckets": [10],
+}
 # Distributed runs are compared with a single-process run: same data in the same global batches, full softmax,
 # no dropout, loss normalised by the global token count. Differences come only from float summation order.
 RTOL = 1e-5  # measured: 2e-7 relative (loss and perplexity)
@@ -33,8 +46,9 @@ def _text(path, n_sentences, length, seed):
     rng = np.random.default_rng(seed)
     words = [f"w{i}" for i in range(12)]
     start = rng.integers(0, 12, n_sentences)  # learnable: each sentence counts up from a random word
-    path.write_text("".join(" ".join(words[(s + k) % 12] for k in range(length)) + "\n" for s in start),
-                    encoding="utf-8")
+    path.write_text(
+        "".join(" ".join(words[(s + k) % 12] for k in range(length)) + "\n" for s in start), encoding="utf-8"
+    )
     return path
 
 
@@ -61,8 +75,7 @@ def _assert_same_run(state, reference):
     assert state["epochs_completed"] == 2
     np.testing.assert_allclose(state["history"]["loss"], reference["history"]["loss"], rtol=RTOL)
     for direction in ("forward", "backward"):
-        assert state["valid_perplexity"][direction] == pytest.approx(reference["valid_perplexity"][direction],
-                                                                     rel=RTOL)
+        assert state["valid_perplexity"][direction] == pytest.approx(reference["valid_perplexity"][direction], rel=RTOL)
 
 
 def test_multi_worker_matches_single_process(data, single):
@@ -73,11 +86,29 @@ def test_multi_worker_matches_single_process(data, single):
             s.bind(("127.0.0.1", 0))
             ports.append(s.getsockname()[1])
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
-    procs = [subprocess.Popen(_cli("--train", train, "--valid", train, "--options", options, "--out",
-                                   root / f"worker{i}", "--epochs", 2, "--strategy", "multiworker"),
-                              env=_env(TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker",
-                                                                                           "index": i}})),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(2)]
+    procs = [
+        subprocess.Popen(
+            _cli(
+                "--train",
+                train,
+                "--valid",
+                train,
+                "--options",
+                options,
+                "--out",
+                root / f"worker{i}",
+                "--epochs",
+                2,
+                "--strategy",
+                "multiworker",
+            ),
+            env=_env(TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for i in range(2)
+    ]
     outputs = [p.communicate(timeout=240)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs
     state = json.loads((root / "worker0" / "state.json").read_text())  # the chief writes the results
@@ -108,8 +139,12 @@ def test_killed_mid_epoch_resumes_and_loss_continues(tmp_path):
     opts = {**TINY, "batch_size": 2, "shuffle_buffer": 100, "learning_rate": 0.02, "backup_every_steps": 5}
     options.write_text(json.dumps(opts))
     out = tmp_path / "run"
-    proc = subprocess.Popen(_cli("--train", train, "--options", options, "--out", out, "--epochs", 2),
-                            env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        _cli("--train", train, "--options", options, "--out", out, "--epochs", 2),
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     metadata, deadline = out / "backup" / "training_metadata.json", time.time() + 180
     while time.time() < deadline and proc.poll() is None:
         if metadata.exists() and json.loads(metadata.read_text() or "{}").get("batch", 0) >= 60:
@@ -137,8 +172,9 @@ def test_killed_mid_epoch_resumes_and_loss_continues(tmp_path):
             if Probe.resumed is None:  # weights restored by BackupAndRestore at train begin
                 Probe.resumed = self.model.perplexity(sentences)["forward"]
 
-    model, state = pretrain([train], None, str(options), out, epochs=2, callbacks=[Recorder()], verbose=0,
-                            log=lambda _: None)
+    model, state = pretrain(
+        [train], None, str(options), out, epochs=2, callbacks=[Recorder()], verbose=0, log=lambda _: None
+    )
     assert state["epochs_completed"] == 2 and (out / "weights.hdf5").exists()
     assert not (out / "backup").exists()
     assert Probe.resumed < 0.5 * start  # continued from the backup, not from scratch

@@ -1,5 +1,6 @@
 """The shipped presets (brown-small and its Transformer / gated-CNN siblings): files, size, loading through
 every from_preset, sane perplexity."""
+
 import json
 import os
 

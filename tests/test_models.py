@@ -1,15 +1,27 @@
 """Classifier/tagger builders, layer weighting strategies, multi-label metrics, static baselines."""
+
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-import keras
-
-from elmo_keras import models
 from elmo_keras.callbacks import LayerWeightsHistory
 from elmo_keras.metrics import MultiLabelF1, PrecisionAtK, pad_label_indices
 
-TEXTS = np.array(["good movie", "bad film", "great acting here", "awful plot twist",
-                  "a good film", "truly bad acting", "great great fun", "awful awful mess"], dtype=object)
+from elmo_keras import models
+
+TEXTS = np.array(
+    [
+        "good movie",
+        "bad film",
+        "great acting here",
+        "awful plot twist",
+        "a good film",
+        "truly bad acting",
+        "great great fun",
+        "awful awful mess",
+    ],
+    dtype=object,
+)
 LABELS = np.array([1, 0, 1, 0, 1, 0, 1, 0])
 SMALL = dict(units=8, hidden=16, dropout=0.0, learning_rate=0.02)
 
@@ -23,8 +35,9 @@ def fit_losses(model, x, y, epochs=12):
     return model.fit(x, y, epochs=epochs, batch_size=2, verbose=0).history["loss"]
 
 
-@pytest.mark.parametrize("head, mix", [("bigru", "trainable"), ("bilstm_bigru", "mlp"), ("pool", "concat"),
-                                       ("pool", "fixed")])
+@pytest.mark.parametrize(
+    "head, mix", [("bigru", "trainable"), ("bilstm_bigru", "mlp"), ("pool", "concat"), ("pool", "fixed")]
+)
 def test_each_head_learns(elmo, head, mix):
     weights = [0.45, 0.15, 0.40] if mix == "fixed" else None
     model = models.text_classifier(elmo, 2, head=head, mix=mix, mix_weights=weights, **SMALL)
@@ -32,8 +45,7 @@ def test_each_head_learns(elmo, head, mix):
     assert losses[-1] < 0.7 * losses[0], losses
 
 
-@pytest.mark.parametrize("mix, expected", [("fixed", [0.45, 0.15, 0.40]), ("top", [0, 0, 1]),
-                                           ("average", [1 / 3] * 3)])
+@pytest.mark.parametrize("mix, expected", [("fixed", [0.45, 0.15, 0.40]), ("top", [0, 0, 1]), ("average", [1 / 3] * 3)])
 def test_fixed_mixes_use_their_weights(elmo, mix, expected):
     weights = expected if mix == "fixed" else None
     model = models.text_classifier(elmo, 2, head="pool", mix=mix, mix_weights=weights, **SMALL)
@@ -73,7 +85,7 @@ def test_layer_weights_callback_records_weights_summing_to_one(elmo):
     model = models.text_classifier(elmo, 2, head="pool", mix="trainable", **SMALL)
     recorder = LayerWeightsHistory()
     model.fit(TEXTS, LABELS, epochs=3, batch_size=4, verbose=0, callbacks=[recorder])
-    (name, history), = recorder.history.items()
+    ((name, history),) = recorder.history.items()
     assert len(history) == 4  # before training + 3 epochs
     np.testing.assert_allclose(history[0], [1 / 3] * 3, atol=1e-6)
     for weights in history:
@@ -96,8 +108,9 @@ def test_multi_label_with_label_indices_and_many_labels(elmo):
     num_labels = 12000
     labels = [[0, 11999], [5], [0], [5, 7], [11999], [7], [0, 5], [7, 11999]]
     y = pad_label_indices(labels, num_labels)
-    model = models.text_classifier(elmo, num_labels, head="pool", multi_label=True, units=8, hidden=16,
-                                   dropout=0.0, learning_rate=0.05)
+    model = models.text_classifier(
+        elmo, num_labels, head="pool", multi_label=True, units=8, hidden=16, dropout=0.0, learning_rate=0.05
+    )
     history = model.fit(TEXTS, y, epochs=6, batch_size=2, verbose=0).history
     assert history["loss"][-1] < 0.5 * history["loss"][0]
     assert {"micro_f1", "macro_f1", "precision_at_5"} <= set(history)
@@ -120,8 +133,9 @@ def test_multi_label_metrics_agree_with_sklearn():
     indices = pad_label_indices([np.flatnonzero(row).tolist() for row in y_true])
     metric = MultiLabelF1(10, "macro")
     metric.update_state(indices, y_pred)
-    assert float(metric.result()) == pytest.approx(f1_score(y_true, y_pred >= 0.5, average="macro",
-                                                            zero_division=0), abs=1e-6)
+    assert float(metric.result()) == pytest.approx(
+        f1_score(y_true, y_pred >= 0.5, average="macro", zero_division=0), abs=1e-6
+    )
     p_at_3 = PrecisionAtK(10, k=3)
     p_at_3.update_state(y_true, y_pred)
     top = np.argsort(-y_pred, axis=1)[:, :3]
@@ -144,7 +158,8 @@ def test_sequence_tagger_masks_padding(elmo):
     garbage[1, 2:] = 2  # labels at padded positions must not matter
     garbage[2, 3:] = 1
     assert model.evaluate(tokens, garbage, verbose=0)[0] == pytest.approx(
-        model.evaluate(tokens, tags, verbose=0)[0], abs=1e-6)
+        model.evaluate(tokens, tags, verbose=0)[0], abs=1e-6
+    )
     assert model.predict(tokens, verbose=0).shape == (3, 4, 3)
 
 
@@ -153,8 +168,9 @@ def test_static_baselines_train_and_plug_into_builders(tmp_path, trainer):
     from elmo_keras import baselines
 
     corpus = [s.split() for s in TEXTS] * 20
-    vectors = getattr(baselines, trainer)(corpus, dim=6, min_count=1, window=2, **(
-        {"epochs": 2} if trainer != "train_svd_ppmi" else {}))
+    vectors = getattr(baselines, trainer)(
+        corpus, dim=6, min_count=1, window=2, **({"epochs": 2} if trainer != "train_svd_ppmi" else {})
+    )
     assert vectors.vectors.shape == (len(vectors.words), 6)
     embedding = vectors.embedding(extra_words=["unseen"])
     if trainer == "train_fasttext":

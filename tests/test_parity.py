@@ -1,4 +1,5 @@
 """Parity with the original TensorFlow implementation (bilm-tf fixture), stateful, in order."""
+
 import json
 
 import h5py

@@ -6,6 +6,7 @@ vocabulary is not reused for other files; no "valid nan" without --valid.
 Steps that need their own process (the run that is stopped and killed) are subprocesses; the other CLI steps call
 ``elmo_keras.cli.main`` (argument parsing, the one-line error and exit 2 included) in this process, which saves
 TensorFlow's start-up per step."""
+
 import contextlib
 import json
 import os
@@ -19,10 +20,10 @@ from pathlib import Path
 
 import keras
 import pytest
+from elmo_keras.files import file_sha256
 from test_lm import TINY, TRAIN
 
 from elmo_keras.cli import main
-from elmo_keras.files import file_sha256
 from elmo_keras.lm import Vocabulary, pretrain
 
 REPO = Path(__file__).resolve().parent.parent
@@ -63,9 +64,12 @@ def test_second_run_is_refused_and_a_kill_after_the_last_epoch_resumes(tmp_path,
     out, log = tmp_path / "run", tmp_path / "first.log"
     argv = _args(out, options, "--train", DATA, "--valid", valid, "--epochs", 1, "--steps-per-epoch", 2)
     with open(log, "w") as stream:
-        first = subprocess.Popen([sys.executable, "-m", "elmo_keras.cli", *argv], stdout=stream,
-                                 stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(REPO),
-                                                                "TF_CPP_MIN_LOG_LEVEL": "3"})
+        first = subprocess.Popen(
+            [sys.executable, "-m", "elmo_keras.cli", *argv],
+            stdout=stream,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"},
+        )
     try:
         deadline = time.time() + 240
         while _backed_up_epoch(out / "backup" / "training_metadata.json") < 1:  # the last epoch is backed up
@@ -91,13 +95,19 @@ def test_bad_input_is_one_line_before_training(tmp_path, options, capsys):
     missing, empty = tmp_path / "missing.txt", tmp_path / "empty.txt"
     empty.write_text("\n  \n", encoding="utf-8")
     _fails(_args(out, options, "--train", missing), capsys, f"training file (--train) not found: {missing}")
-    _fails(_args(out, options, "--train", DATA, "--valid", missing), capsys,
-           f"validation file (--valid) not found: {missing}")
+    _fails(
+        _args(out, options, "--train", DATA, "--valid", missing),
+        capsys,
+        f"validation file (--valid) not found: {missing}",
+    )
     _fails(_args(out, options, "--train", empty), capsys, f"no tokens found in {empty}")
     preset_options = REPO / "elmo_keras" / "presets" / "brown-small" / "options.json"  # 1024 sampled words
-    _fails(_args(out, preset_options, "--train", DATA), capsys,
-           "'n_negative_samples_batch' (1024) must be smaller than the vocabulary size, 80 words in --train; "
-           "lower it below 80, or set it to 0")
+    _fails(
+        _args(out, preset_options, "--train", DATA),
+        capsys,
+        "'n_negative_samples_batch' (1024) must be smaller than the vocabulary size, 80 words in --train; "
+        "lower it below 80, or set it to 0",
+    )
     assert not out.exists()  # the folder a refused run created is removed again
     a_file = tmp_path / "a_file"
     a_file.write_text("mine")
@@ -126,8 +136,11 @@ def test_out_in_a_read_only_folder_is_one_line(capsys):
         options.write_text(json.dumps(TINY))
         (base / "locked").mkdir(mode=0o555)
         with _unprivileged():
-            _fails(_args(base / "locked" / "run", options, "--train", DATA), capsys,
-                   f"cannot create or write into {base / 'locked' / 'run'}: Permission denied")
+            _fails(
+                _args(base / "locked" / "run", options, "--train", DATA),
+                capsys,
+                f"cannot create or write into {base / 'locked' / 'run'}: Permission denied",
+            )
     finally:
         shutil.rmtree(base)
 
@@ -157,10 +170,13 @@ def test_a_folder_resumes_only_the_same_files_and_options(tmp_path, options, cap
 
     # a trained run is continued only on the same files and options
     size, sha = other.stat().st_size, file_sha256(str(other))[:12]
-    _fails(_args(out, sampled, "--train", other, "--epochs", 3), capsys,
-           f"{out} holds a pretraining run made from other input: --train file 1: {other} ({size} bytes, sha256 "
-           f"{sha}) now, {DATA} ({DATA.stat().st_size} bytes, sha256 {file_sha256(str(DATA))[:12]}) then",
-           "pass --restart to discard it and start over")
+    _fails(
+        _args(out, sampled, "--train", other, "--epochs", 3),
+        capsys,
+        f"{out} holds a pretraining run made from other input: --train file 1: {other} ({size} bytes, sha256 "
+        f"{sha}) now, {DATA} ({DATA.stat().st_size} bytes, sha256 {file_sha256(str(DATA))[:12]}) then",
+        "pass --restart to discard it and start over",
+    )
     faster = tmp_path / "faster.json"
     faster.write_text(json.dumps({**TINY, "n_negative_samples_batch": 16, "learning_rate": 0.1}))
     _fails(_args(out, faster, "--train", DATA, "--epochs", 3), capsys, "options 'learning_rate' (0.002 then, 0.1 now)")
@@ -172,8 +188,7 @@ def test_a_folder_resumes_only_the_same_files_and_options(tmp_path, options, cap
     state = json.loads((out / "state.json").read_text())
     assert state["epochs_completed"] == 3 and len(state["history"]["loss"]) == 3 and "valid_perplexity" not in state
     assert Vocabulary.load(out / "vocab.txt") == Vocabulary.from_files([other])
-    assert [f["sha256"] for f in json.loads((out / "manifest.json").read_text())["train"]] == [
-        file_sha256(str(other))]
+    assert [f["sha256"] for f in json.loads((out / "manifest.json").read_text())["train"]] == [file_sha256(str(other))]
 
     (out / "manifest.json").unlink()  # as in a run folder of an older elmo-keras: what it was made from is unknown
     _fails(_args(out, options, "--train", other, "--epochs", 4), capsys, "without manifest.json", "--restart")

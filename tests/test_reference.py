@@ -1,11 +1,11 @@
 """The Keras layers against an independent NumPy implementation (tests/numpy_reference.py)."""
+
 import numpy as np
 import pytest
+from elmo_keras.weights import random_weights, write_weights_hdf5
+from numpy_reference import bilm_sentence, scalar_mix
 
 import elmo_keras as ek
-from elmo_keras.weights import random_weights, write_weights_hdf5
-
-from numpy_reference import bilm_sentence, scalar_mix
 
 SENTENCES = [["The", "bank", "approved", "the", "loan", "."], ["Hi"], ["Ünïcode", "😀", "x" * 60, "end"]]
 
@@ -31,14 +31,13 @@ def test_bilm_matches_numpy_reference_with_skip_connections_and_padding(skip_mod
         for k, layer in enumerate(out["layers"]):
             got = np.asarray(layer)[row]
             np.testing.assert_allclose(got[: len(tokens)], expected[k], atol=1e-5, err_msg=f"row {row} layer {k}")
-            assert (got[len(tokens):] == 0).all()  # padding positions are zero
-    np.testing.assert_array_equal(np.asarray(out["mask"]), [[True] * 6, [True] + [False] * 5,
-                                                            [True] * 4 + [False] * 2])
+            assert (got[len(tokens) :] == 0).all()  # padding positions are zero
+    np.testing.assert_array_equal(np.asarray(out["mask"]), [[True] * 6, [True] + [False] * 5, [True] * 4 + [False] * 2])
 
 
 def test_bilm_matches_numpy_reference_on_fixture_weights(fixture_files, fixture_options):
-    from elmo_keras.weights import read_weights_hdf5
     from elmo_keras.options import normalize_options
+    from elmo_keras.weights import read_weights_hdf5
 
     bilm = ek.BiLM.from_pretrained(*fixture_files)
     arrays = read_weights_hdf5(fixture_files[1], normalize_options(fixture_options))

@@ -1,4 +1,5 @@
 """Char ids: NumPy path == in-graph path for any Unicode input; layout facts; errors."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -82,14 +83,17 @@ def test_tokenize_matches_tf_split_not_unicode_split():
     assert [t.decode() for t in tf.strings.split(tf.constant([s])).to_list()[0]] == ek.tokenize(s)
 
 
-@pytest.mark.parametrize("bad, err, words", [
-    ("a sentence", TypeError, "list of token lists"),
-    (["a sentence"], TypeError, "tokenize"),
-    ([["ok", ""]], ValueError, "empty string"),
-    ([["ok", 3]], TypeError, "must be str"),
-    ([[b"\xff\xfe"]], ValueError, "not valid UTF-8"),
-    ([["\ud800"]], ValueError, "surrogate"),
-])
+@pytest.mark.parametrize(
+    "bad, err, words",
+    [
+        ("a sentence", TypeError, "list of token lists"),
+        (["a sentence"], TypeError, "tokenize"),
+        ([["ok", ""]], ValueError, "empty string"),
+        ([["ok", 3]], TypeError, "must be str"),
+        ([[b"\xff\xfe"]], ValueError, "not valid UTF-8"),
+        ([["\ud800"]], ValueError, "surrogate"),
+    ],
+)
 def test_bad_input_errors(bad, err, words):
     with pytest.raises(err, match=words):
         ek.batch_to_ids(bad)

@@ -1,13 +1,14 @@
 """Released weight files: every size's layout, round trip, options.json, clear errors."""
+
 import json
 
 import h5py
 import numpy as np
 import pytest
-
-import elmo_keras as ek
 from elmo_keras.options import load_options
 from elmo_keras.weights import expected_shapes, random_weights, read_weights_hdf5, write_weights_hdf5
+
+import elmo_keras as ek
 
 # Parameter counts of the released models (DESIGN.md: 13.6M, 28.0M, 93.6M).
 RELEASED_PARAMS = {"small": 13.6e6, "medium": 28.0e6, "original": 93.6e6, "original_5.5B": 93.6e6}
@@ -19,7 +20,10 @@ def test_released_layouts_have_the_published_size(size):
     total = sum(int(np.prod(s)) for s in shapes.values())
     assert round(total / 1e6, 1) == RELEASED_PARAMS[size] / 1e6
     assert shapes["char_embed"] == (261, 16)
-    assert shapes["RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/W_0"][0] == 2 * ek.RELEASED_OPTIONS[size]["lstm"]["projection_dim"]
+    assert (
+        shapes["RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/W_0"][0]
+        == 2 * ek.RELEASED_OPTIONS[size]["lstm"]["projection_dim"]
+    )
 
 
 @pytest.mark.slow
@@ -53,8 +57,10 @@ def test_fixture_round_trip_and_options_dump(tmp_path, fixture_files):
 
 
 def test_no_projection_when_filters_equal_projection_dim(tmp_path):
-    options = {"lstm": {"n_layers": 1, "dim": 8, "projection_dim": 6},
-               "char_cnn": {"embedding": {"dim": 3}, "filters": [[1, 2], [2, 4]], "n_highway": 0}}
+    options = {
+        "lstm": {"n_layers": 1, "dim": 8, "projection_dim": 6},
+        "char_cnn": {"embedding": {"dim": 3}, "filters": [[1, 2], [2, 4]], "n_highway": 0},
+    }
     assert "CNN_proj/W_proj" not in expected_shapes(load_options(options))
     write_weights_hdf5(random_weights(load_options(options)), tmp_path / "w.hdf5")
     bilm = ek.BiLM.from_pretrained(options, tmp_path / "w.hdf5")
@@ -84,13 +90,16 @@ def test_options_that_disagree_with_weights(fixture_files, fixture_options):
         ek.BiLM.from_pretrained(wrong, fixture_files[1])
 
 
-@pytest.mark.parametrize("patch, words", [
-    (lambda o: o.pop("lstm"), "missing 'options.lstm'"),
-    (lambda o: o["char_cnn"].update(activation="gelu"), "char_cnn.activation"),
-    (lambda o: o["char_cnn"].update(n_characters=300), "n_characters"),
-    (lambda o: o["lstm"].update(n_layers=0), "lstm.n_layers"),
-    (lambda o: o["char_cnn"].update(filters=[[60, 4]]), "wider than max_characters_per_token"),
-])
+@pytest.mark.parametrize(
+    "patch, words",
+    [
+        (lambda o: o.pop("lstm"), "missing 'options.lstm'"),
+        (lambda o: o["char_cnn"].update(activation="gelu"), "char_cnn.activation"),
+        (lambda o: o["char_cnn"].update(n_characters=300), "n_characters"),
+        (lambda o: o["lstm"].update(n_layers=0), "lstm.n_layers"),
+        (lambda o: o["char_cnn"].update(filters=[[60, 4]]), "wider than max_characters_per_token"),
+    ],
+)
 def test_bad_options(fixture_options, patch, words):
     options = json.loads(json.dumps(fixture_options))
     patch(options)
@@ -103,7 +112,6 @@ def test_missing_files(tmp_path, fixture_files):
         ek.BiLM.from_pretrained(tmp_path / "nope.json", fixture_files[1])
     with pytest.raises(FileNotFoundError, match="weight file"):
         ek.BiLM.from_pretrained(fixture_files[0], tmp_path / "nope.hdf5")
-
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@
 TF's C++ start-up log lines (written by absl before TF_CPP_MIN_LOG_LEVEL applies) are dropped from the saved
 stderr outputs; everything else the cells print is kept.
 """
+
 from __future__ import annotations
 
 import os
@@ -32,8 +33,12 @@ def execute(path: str) -> None:
     """Run ``path`` top to bottom in its folder and write it back with the outputs."""
     notebook = nbformat.read(path, as_version=4)
     start = time.perf_counter()
-    NotebookClient(notebook, timeout=3600, kernel_name="python3",
-                   resources={"metadata": {"path": os.path.dirname(os.path.abspath(path))}}).execute()
+    NotebookClient(
+        notebook,
+        timeout=3600,
+        kernel_name="python3",
+        resources={"metadata": {"path": os.path.dirname(os.path.abspath(path))}},
+    ).execute()
     for cell in notebook.cells:
         _without_startup_log(cell)
     nbformat.write(notebook, path)

@@ -9,6 +9,7 @@
 Workers read the input and write the run folder by path, so on a cluster both must be on a file system that
 every worker mounts (the local DirectRunner needs nothing).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -102,8 +103,7 @@ class EmbedLines(beam.PTransform):
                | beam.MapTuple(lambda i, v: (i, v.shape)) | beam.Map(print))
     """
 
-    def __init__(self, spec: EmbedderSpec, layers: str = "all", min_batch_size: int = 8,
-                 max_batch_size: int = 256):
+    def __init__(self, spec: EmbedderSpec, layers: str = "all", min_batch_size: int = 8, max_batch_size: int = 256):
         super().__init__()
         if layers not in store.LAYER_CHOICES:
             raise ValueError(f"layers must be one of {store.LAYER_CHOICES}, got {layers!r}")
@@ -111,10 +111,11 @@ class EmbedLines(beam.PTransform):
         self.min_batch_size, self.max_batch_size = min_batch_size, max_batch_size
 
     def expand(self, lines: beam.PCollection) -> beam.PCollection:
-        return (lines
-                | "Batch" >> beam.BatchElements(min_batch_size=self.min_batch_size,
-                                                max_batch_size=self.max_batch_size)
-                | "Embed" >> beam.ParDo(_EmbedBatch(self.spec, self.layers)))
+        return (
+            lines
+            | "Batch" >> beam.BatchElements(min_batch_size=self.min_batch_size, max_batch_size=self.max_batch_size)
+            | "Embed" >> beam.ParDo(_EmbedBatch(self.spec, self.layers))
+        )
 
 
 def pipeline_options(num_workers: int | None = None, beam_options: str | Iterable[str] = ()) -> PipelineOptions:
@@ -124,17 +125,18 @@ def pipeline_options(num_workers: int | None = None, beam_options: str | Iterabl
     ``--parallelism`` in ``beam_options``)."""
     args = shlex.split(beam_options) if isinstance(beam_options, str) else list(beam_options)
     if not any(a == "--runner" or a.startswith("--runner=") for a in args):
-        args += ["--runner=DirectRunner", f"--direct_num_workers={num_workers or 1}",
-                 "--default_sdk_harness_log_level=WARNING",
-                 "--direct_running_mode=multi_processing" if (num_workers or 1) > 1 else
-                 "--direct_running_mode=in_memory"]
+        args += [
+            "--runner=DirectRunner",
+            f"--direct_num_workers={num_workers or 1}",
+            "--default_sdk_harness_log_level=WARNING",
+            "--direct_running_mode=multi_processing" if (num_workers or 1) > 1 else "--direct_running_mode=in_memory",
+        ]
     elif num_workers:
         args.append(f"--num_workers={num_workers}")
     return PipelineOptions(args)
 
 
-def beam_runner(spec: EmbedderSpec, num_workers: int | None = None, beam_options: str | Iterable[str] = ()
-                ) -> Runner:
+def beam_runner(spec: EmbedderSpec, num_workers: int | None = None, beam_options: str | Iterable[str] = ()) -> Runner:
     """A runner for :func:`elmo_keras.embed_file` that embeds the missing shards in one Beam pipeline (the
     workers commit shard files; ``embed_file`` assembles hdf5 / npy output from them afterwards)."""
     options = pipeline_options(num_workers, beam_options)
@@ -143,10 +145,12 @@ def beam_runner(spec: EmbedderSpec, num_workers: int | None = None, beam_options
         if not shards:
             return
         with beam.Pipeline(options=options) as pipeline:
-            _ = (pipeline
-                 | "Shards" >> beam.Create(shards)
-                 | "Spread" >> beam.Reshuffle()
-                 | "EmbedShard" >> beam.ParDo(_EmbedShard(spec, scan, folder, manifest["layers"],
-                                                          manifest["storage_dtype"])))
+            _ = (
+                pipeline
+                | "Shards" >> beam.Create(shards)
+                | "Spread" >> beam.Reshuffle()
+                | "EmbedShard"
+                >> beam.ParDo(_EmbedShard(spec, scan, folder, manifest["layers"], manifest["storage_dtype"]))
+            )
 
     return run

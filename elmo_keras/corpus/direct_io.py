@@ -7,6 +7,7 @@ Only whole :data:`BLOCK`-byte blocks at block-aligned file offsets, from block-a
 the rest of an array (and all of it where the platform or file system refuses ``O_DIRECT``) is written through
 the page cache as usual. Either way the caller fsyncs the file before it counts as written.
 """
+
 from __future__ import annotations
 
 import errno
@@ -46,7 +47,7 @@ class RawWriter:
         middle = (len(view) - head) // BLOCK * BLOCK
         if self._direct is not None and middle and (data.ctypes.data + head) % BLOCK == 0:
             try:
-                _pwrite_all(self._direct, view[head:head + middle], offset + head)
+                _pwrite_all(self._direct, view[head : head + middle], offset + head)
             except OSError as err:  # a file system that opens O_DIRECT but refuses the write
                 if err.errno != errno.EINVAL:
                     raise
@@ -54,7 +55,7 @@ class RawWriter:
                 self._direct = None
             else:
                 _pwrite_all(self._fd, view[:head], offset)
-                _pwrite_all(self._fd, view[head + middle:], offset + head + middle)
+                _pwrite_all(self._fd, view[head + middle :], offset + head + middle)
                 return
         _pwrite_all(self._fd, view, offset)
 

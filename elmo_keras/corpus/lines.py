@@ -5,6 +5,7 @@ trailing ``\\r`` is removed; a UTF-8 byte-order mark at the very start is droppe
 are exactly :func:`elmo_keras.tokenize` (runs of ASCII whitespace): U+2028, U+0085, NBSP and friends neither
 end a line nor split a token.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -23,12 +24,14 @@ def decode_line(raw: bytes, number: int, path: str) -> str:
     raw = raw[:-1] if raw.endswith(b"\n") else raw
     raw = raw[:-1] if raw.endswith(b"\r") else raw
     if number == 0 and raw.startswith(_BOM):
-        raw = raw[len(_BOM):]
+        raw = raw[len(_BOM) :]
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise InputError(f"{path}: line {number + 1} is not valid UTF-8 (byte {err.start}: {err.reason}); "
-                         f"convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
+        raise InputError(
+            f"{path}: line {number + 1} is not valid UTF-8 (byte {err.start}: {err.reason}); "
+            f"convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)"
+        ) from None
 
 
 def read_lines(stream: BinaryIO, path: str, first: int, count: int) -> Iterator[str]:
@@ -68,8 +71,7 @@ class InputScan:
         return first, min(self.shard_lines, self.lines - first)
 
     def identity(self) -> dict:
-        return {"path": self.path, "size": self.size, "sha256": self.sha256, "lines": self.lines,
-                "tokens": self.tokens}
+        return {"path": self.path, "size": self.size, "sha256": self.sha256, "lines": self.lines, "tokens": self.tokens}
 
 
 def scan_input(path: str, shard_lines: int, long_line: int) -> InputScan:
@@ -95,5 +97,4 @@ def scan_input(path: str, shard_lines: int, long_line: int) -> InputScan:
             long += n > long_line
             lines += 1
             offset += len(raw)
-    return InputScan(path, offset, digest.hexdigest(), lines, tokens, empty, long, shard_lines, starts,
-                     shard_tokens)
+    return InputScan(path, offset, digest.hexdigest(), lines, tokens, empty, long, shard_lines, starts, shard_tokens)

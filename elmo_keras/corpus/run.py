@@ -8,6 +8,7 @@ same command is run again, as does a run stopped by a full disk or a file-size l
 settings differ stops and says what differs. An OUTPUT that is or holds the input is refused. At the end the
 shards become OUTPUT (``hdf5``: one dataset per line; ``npy``: one file per line; ``shards``: the folder itself).
 """
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -32,8 +33,8 @@ import numpy as np
 from elmo_keras.corpus import store
 from elmo_keras.corpus.lines import InputScan, decode_line, read_lines, scan_input
 from elmo_keras.errors import InputError
-from elmo_keras.utils.files import NO_ROOM, publish, remove_stale_temporaries, write_json
 from elmo_keras.text import tokenize
+from elmo_keras.utils.files import NO_ROOM, publish, remove_stale_temporaries, write_json
 
 OUTPUT_FORMATS = ("hdf5", "shards", "npy")
 LOCK = ".lock"
@@ -64,9 +65,11 @@ class EmbedSettings:
     shard_lines: int = 1024
 
     def __post_init__(self):
-        for name, value, choices in (("layers", self.layers, store.LAYER_CHOICES),
-                                     ("format", self.output_format, OUTPUT_FORMATS),
-                                     ("storage dtype", self.storage_dtype, store.STORAGE_DTYPES)):
+        for name, value, choices in (
+            ("layers", self.layers, store.LAYER_CHOICES),
+            ("format", self.output_format, OUTPUT_FORMATS),
+            ("storage dtype", self.storage_dtype, store.STORAGE_DTYPES),
+        ):
             if value not in choices:
                 raise InputError(f"{name} must be one of {'|'.join(choices)}, got {value!r}")
         if isinstance(self.shard_lines, bool) or not isinstance(self.shard_lines, int) or self.shard_lines < 1:
@@ -112,16 +115,20 @@ def check_overlap(output_path: str, keep: dict[str, str]) -> None:
     for name, path in keep.items():
         real = os.path.realpath(path)
         if real == output:
-            raise InputError(f"output {output_path} is the {name} file {path}: the run would replace it; give "
-                             f"another output name")
+            raise InputError(
+                f"output {output_path} is the {name} file {path}: the run would replace it; give another output name"
+            )
         for place, what in ((output, "output"), (folder, "run folder")):
             if _inside(real, place):
-                raise InputError(f"the {name} file {path} is or lies in {place}, the {what} that this run replaces or "
-                                 f"deletes; give an output name outside the folder that holds it")
+                raise InputError(
+                    f"the {name} file {path} is or lies in {place}, the {what} that this run replaces or "
+                    f"deletes; give an output name outside the folder that holds it"
+                )
 
 
-def check_paths(input_path: str, output_path: str, output_format: str, overwrite: bool,
-                keep: dict[str, str] | None = None) -> None:
+def check_paths(
+    input_path: str, output_path: str, output_format: str, overwrite: bool, keep: dict[str, str] | None = None
+) -> None:
     """Fail before any work when the input or the output place is wrong (:class:`InputError`), including an
     output that overlaps the input or the files in ``keep`` (see :func:`check_overlap`). (A finished run folder
     left by a kill between publishing OUTPUT and deleting the folder is removed first.)"""
@@ -139,18 +146,30 @@ def check_paths(input_path: str, output_path: str, output_format: str, overwrite
     if not os.access(parent, os.W_OK | os.X_OK):
         raise InputError(f"output folder is not writable: {parent}")
     if output_format == "hdf5" and os.path.isdir(output_path):
-        raise InputError(f"output {output_path} is a folder; --format hdf5 writes a file (give a file name, or "
-                         f"use --format shards for a folder)")
+        raise InputError(
+            f"output {output_path} is a folder; --format hdf5 writes a file (give a file name, or "
+            f"use --format shards for a folder)"
+        )
     if os.path.lexists(output_path) and not overwrite:
-        raise InputError(f"output {output_path} exists; pass --overwrite to replace it (it is replaced only "
-                         f"when the new output is complete) or choose another name")
+        raise InputError(
+            f"output {output_path} exists; pass --overwrite to replace it (it is replaced only "
+            f"when the new output is complete) or choose another name"
+        )
 
 
 def new_manifest(scan: InputScan, model: dict, settings: EmbedSettings) -> dict:
-    return {"format": store.FORMAT_NAME, "version": store.FORMAT_VERSION, "complete": False,
-            "input": scan.identity(), "model": model, "layers": settings.layers,
-            "storage_dtype": settings.storage_dtype, "output_format": settings.output_format,
-            "shard_lines": settings.shard_lines, "shards": scan.shards}
+    return {
+        "format": store.FORMAT_NAME,
+        "version": store.FORMAT_VERSION,
+        "complete": False,
+        "input": scan.identity(),
+        "model": model,
+        "layers": settings.layers,
+        "storage_dtype": settings.storage_dtype,
+        "output_format": settings.output_format,
+        "shard_lines": settings.shard_lines,
+        "shards": scan.shards,
+    }
 
 
 @contextlib.contextmanager
@@ -159,8 +178,10 @@ def open_run(folder: str, manifest: dict, restart: bool) -> Iterator[dict]:
     if restart and os.path.lexists(folder):
         shutil.rmtree(folder) if os.path.isdir(folder) else os.remove(folder)
     if os.path.lexists(folder) and not os.path.exists(os.path.join(folder, store.MANIFEST)):
-        raise InputError(f"{folder} is not a resumable run (left by an older elmo-keras, or not ours): remove "
-                         f"it, or pass --restart to discard it")
+        raise InputError(
+            f"{folder} is not a resumable run (left by an older elmo-keras, or not ours): remove "
+            f"it, or pass --restart to discard it"
+        )
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, LOCK), "w") as lock:
         try:
@@ -171,9 +192,11 @@ def open_run(folder: str, manifest: dict, restart: bool) -> Iterator[dict]:
             old = store.read_manifest(folder)
             differences = store.manifest_differences(old, manifest)
             if differences:
-                raise InputError(f"{folder} holds an interrupted run that differs from this one in "
-                                 f"{'; '.join(differences)}. Re-run with the original input and settings to "
-                                 f"resume it, or pass --restart to discard it and start over")
+                raise InputError(
+                    f"{folder} holds an interrupted run that differs from this one in "
+                    f"{'; '.join(differences)}. Re-run with the original input and settings to "
+                    f"resume it, or pass --restart to discard it and start over"
+                )
         else:
             write_json(os.path.join(folder, store.MANIFEST), manifest)
         remove_stale_temporaries(folder)
@@ -222,11 +245,15 @@ def local_runner(embedder: Embedder, progress: bool = True) -> Runner:
     committed (KeyboardInterrupt then), a second one at once."""
 
     def run(scan: InputScan, folder: str, shards: list[int], manifest: dict, commit: Commit) -> None:
-        bar = keras.utils.Progbar(sum(scan.shard_range(k)[1] for k in shards), unit_name="line",
-                                  verbose=1 if progress else 0)
+        bar = keras.utils.Progbar(
+            sum(scan.shard_range(k)[1] for k in shards), unit_name="line", verbose=1 if progress else 0
+        )
         tokens, start = 0, time.perf_counter()
-        with (open(scan.path, "rb") as stream, concurrent.futures.ThreadPoolExecutor(1) as writer,
-              _StopRequest().installed() as stop):
+        with (
+            open(scan.path, "rb") as stream,
+            concurrent.futures.ThreadPoolExecutor(1) as writer,
+            _StopRequest().installed() as stop,
+        ):
             pending: concurrent.futures.Future | None = None
             for shard in shards:
                 arrays = embed_shard(embedder, scan, stream, shard, manifest["layers"])
@@ -235,8 +262,9 @@ def local_runner(embedder: Embedder, progress: bool = True) -> Runner:
                 pending = writer.submit(commit, shard, arrays)  # only the writer holds the arrays from here
                 del arrays
                 tokens += scan.shard_tokens[shard]
-                bar.add(scan.shard_range(shard)[1],
-                        values=[("tokens/s", tokens / max(time.perf_counter() - start, 1e-9))])
+                bar.add(
+                    scan.shard_range(shard)[1], values=[("tokens/s", tokens / max(time.perf_counter() - start, 1e-9))]
+                )
                 if stop.requested:
                     pending.result()
                     raise KeyboardInterrupt
@@ -273,8 +301,9 @@ def _committer(folder: str, manifest: dict, assembly: store.Assembly | None) -> 
     scratch = store.Scratch()  # the writer thread's
     if assembly is not None:
         return lambda shard, arrays: assembly.commit(shard, arrays, scratch)
-    return lambda shard, arrays: store.commit_shard_file(folder, shard, arrays, manifest["shard_lines"],
-                                                         manifest["storage_dtype"], scratch)
+    return lambda shard, arrays: store.commit_shard_file(
+        folder, shard, arrays, manifest["shard_lines"], manifest["storage_dtype"], scratch
+    )
 
 
 def _sentence_to_index(path: str) -> dict[str, list[int]]:
@@ -309,8 +338,11 @@ def _out_of_room(err: BaseException | None) -> bool:
     a write refused for lack of room: an OSError with such an errno, or an error whose text names one (HDF5;
     Beam, which reports a worker's error as text)."""
     while err is not None:
-        numbers = [err.errno] if isinstance(err, OSError) and err.errno else [
-            int(a or b) for a, b in _ERRNO_IN_TEXT.findall(str(err))]
+        numbers = (
+            [err.errno]
+            if isinstance(err, OSError) and err.errno
+            else [int(a or b) for a, b in _ERRNO_IN_TEXT.findall(str(err))]
+        )
         if any(number in NO_ROOM for number in numbers):
             return True
         err = err.__cause__ or err.__context__
@@ -326,14 +358,27 @@ def _room_checked(folder: str) -> Iterator[None]:
     except Exception as err:
         if not _out_of_room(err):
             raise
-        raise InputError(f"disk full / file too large writing {folder}: free space (or raise the limit) and run "
-                         f"the same command again to resume") from err
+        raise InputError(
+            f"disk full / file too large writing {folder}: free space (or raise the limit) and run "
+            f"the same command again to resume"
+        ) from err
 
 
-def embed_file(embedder: Embedder, input_path: str, output_path: str, layers: str = "all", fmt: str = "hdf5",
-               long_line: int = 400, *, storage_dtype: str = "float32", shard_lines: int = 1024,
-               overwrite: bool = False, restart: bool = False, runner: Runner | None = None,
-               progress: bool = True) -> str:
+def embed_file(
+    embedder: Embedder,
+    input_path: str,
+    output_path: str,
+    layers: str = "all",
+    fmt: str = "hdf5",
+    long_line: int = 400,
+    *,
+    storage_dtype: str = "float32",
+    shard_lines: int = 1024,
+    overwrite: bool = False,
+    restart: bool = False,
+    runner: Runner | None = None,
+    progress: bool = True,
+) -> str:
     """Embed ``input_path`` (one sentence per line, see :mod:`elmo_keras.corpus.lines`) into ``output_path``
     and return a one-line report.
 
@@ -352,8 +397,10 @@ def embed_file(embedder: Embedder, input_path: str, output_path: str, layers: st
     scan = scan_input(input_path, shard_lines, long_line)
     folder = partial_path(output_path)
     start = time.perf_counter()
-    with _room_checked(folder), open_run(folder, new_manifest(scan, model_identity(embedder), settings),
-                                         restart) as manifest:
+    with (
+        _room_checked(folder),
+        open_run(folder, new_manifest(scan, model_identity(embedder), settings), restart) as manifest,
+    ):
         done = committed_shards(folder, scan)
         reused = sum(scan.shard_range(k)[1] for k in done)
         if reused:
@@ -361,8 +408,9 @@ def embed_file(embedder: Embedder, input_path: str, output_path: str, layers: st
         todo = sorted(set(range(scan.shards)) - set(done))
         assembly = store.make_assembly(folder, manifest)
         try:
-            (runner or local_runner(embedder, progress))(scan, folder, todo, manifest,
-                                                          _committer(folder, manifest, assembly))
+            (runner or local_runner(embedder, progress))(
+                scan, folder, todo, manifest, _committer(folder, manifest, assembly)
+            )
         except BaseException as err:
             if assembly is not None:
                 assembly.discard()
@@ -370,15 +418,19 @@ def embed_file(embedder: Embedder, input_path: str, output_path: str, layers: st
                 print(file=sys.stderr)  # what is said next starts on a line of its own, not after the progress bar
             if isinstance(err, KeyboardInterrupt):
                 kept = sum(scan.shard_range(k)[1] for k in _written(folder, range(scan.shards)))
-                print(f"interrupted: {kept} of {scan.lines} lines are committed in {folder}; run the same "
-                      f"command again to resume", file=sys.stderr)
+                print(
+                    f"interrupted: {kept} of {scan.lines} lines are committed in {folder}; run the same "
+                    f"command again to resume",
+                    file=sys.stderr,
+                )
             raise
         missing = sorted(set(todo) - set(_written(folder, todo)))
         if missing:
-            raise RuntimeError(f"the runner did not write shard(s) {missing[:10]} into {folder}; run again to "
-                               f"resume")
+            raise RuntimeError(f"the runner did not write shard(s) {missing[:10]} into {folder}; run again to resume")
         _finish(folder, manifest, output_path, assembly)
     seconds = time.perf_counter() - start
-    return (f"{scan.lines} lines -> {shown} ({reused} reused from an interrupted run, "
-            f"{scan.lines - reused} embedded; {scan.empty_lines} empty line(s) stored as empty arrays, "
-            f"{scan.long_lines} line(s) over {long_line} tokens embedded in full; {seconds:.1f} s)")
+    return (
+        f"{scan.lines} lines -> {shown} ({reused} reused from an interrupted run, "
+        f"{scan.lines - reused} embedded; {scan.empty_lines} empty line(s) stored as empty arrays, "
+        f"{scan.long_lines} line(s) over {long_line} tokens embedded in full; {seconds:.1f} s)"
+    )

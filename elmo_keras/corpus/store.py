@@ -12,6 +12,7 @@ file being assembled, and what commits it is a record ``shard-KKKKKK.json`` (ren
 values are on disk) that says where each of its lines lies in that file. The HDF5 structure of a file left
 by a killed run is never trusted: a later run reads the committed lines' bytes at the recorded offsets.
 """
+
 from __future__ import annotations
 
 import collections
@@ -36,10 +37,17 @@ FORMAT_VERSION = 1
 LAYER_CHOICES = ("all", "top", "average")
 STORAGE_DTYPES = ("float32", "float16")
 #: manifest fields that must agree for a run to resume (name in the manifest -> how users spell it)
-IDENTITY = {"input.size": "the input file's size", "input.sha256": "the input file's content",
-            "model.sha256": "the model (options and weights)", "model.dtype": "--dtype (compute)",
-            "layers": "--layers", "storage_dtype": "--dtype (storage)", "output_format": "--format",
-            "shard_lines": "--shard-lines", "version": "the format version"}
+IDENTITY = {
+    "input.size": "the input file's size",
+    "input.sha256": "the input file's content",
+    "model.sha256": "the model (options and weights)",
+    "model.dtype": "--dtype (compute)",
+    "layers": "--layers",
+    "storage_dtype": "--dtype (storage)",
+    "output_format": "--format",
+    "shard_lines": "--shard-lines",
+    "version": "the format version",
+}
 
 
 def shard_name(shard: int) -> str:
@@ -109,8 +117,14 @@ def raw_data_creation() -> h5py.h5p.PropDCID:
     return creation
 
 
-def allocate_dataset(group: h5py.h5g.GroupID, name: str, shape: Sequence[int], file_type: h5py.h5t.TypeID,
-                     creation: h5py.h5p.PropDCID, space: h5py.h5s.SpaceID | None = None) -> int | None:
+def allocate_dataset(
+    group: h5py.h5g.GroupID,
+    name: str,
+    shape: Sequence[int],
+    file_type: h5py.h5t.TypeID,
+    creation: h5py.h5p.PropDCID,
+    space: h5py.h5s.SpaceID | None = None,
+) -> int | None:
     """Create dataset ``name`` of ``file_type`` (``h5py.h5t.py_create(dtype)``) with ``creation``
     (:func:`raw_data_creation`) -> the file offset of its raw data, to be written with :class:`RawWriter` (None
     when it is empty). ``space``: the dataspace of ``shape``, if the caller keeps one."""
@@ -119,8 +133,7 @@ def allocate_dataset(group: h5py.h5g.GroupID, name: str, shape: Sequence[int], f
     return dataset.get_offset() if math.prod(shape) else None
 
 
-def adjacent_runs(starts: Sequence[int | None], sizes: Sequence[int], max_bytes: int
-                  ) -> list[tuple[int, list[int]]]:
+def adjacent_runs(starts: Sequence[int | None], sizes: Sequence[int], max_bytes: int) -> list[tuple[int, list[int]]]:
     """Datasets whose raw data (``starts[j]``, ``sizes[j]`` bytes; None: empty) lie back to back in the file ->
     ``(file offset, [dataset indices])`` per run of adjacent ones, each run at most ``max_bytes`` long unless it
     is a single dataset."""
@@ -139,8 +152,9 @@ def adjacent_runs(starts: Sequence[int | None], sizes: Sequence[int], max_bytes:
     return runs
 
 
-def write_shard(path: str, arrays: Sequence[np.ndarray], first_line: int, storage_dtype: str,
-                scratch: Scratch | None = None) -> None:
+def write_shard(
+    path: str, arrays: Sequence[np.ndarray], first_line: int, storage_dtype: str, scratch: Scratch | None = None
+) -> None:
     """Write one shard atomically: ``arrays`` are lines ``first_line ...`` ([L, T_i, D] or [T_i, D] each)."""
     axis = arrays[0].ndim - 2
     offsets = np.concatenate([[0], np.cumsum([a.shape[axis] for a in arrays])]).astype(np.int64)
@@ -160,8 +174,14 @@ def write_shard(path: str, arrays: Sequence[np.ndarray], first_line: int, storag
     drop_cached(path)
 
 
-def commit_shard_file(folder: str, shard: int, arrays: Sequence[np.ndarray], shard_lines: int, storage_dtype: str,
-                      scratch: Scratch | None = None) -> None:
+def commit_shard_file(
+    folder: str,
+    shard: int,
+    arrays: Sequence[np.ndarray],
+    shard_lines: int,
+    storage_dtype: str,
+    scratch: Scratch | None = None,
+) -> None:
     """Commit ``shard`` (lines ``shard * shard_lines ...``) as its shard file in the run folder ``folder``."""
     write_shard(os.path.join(folder, shard_name(shard)), arrays, shard * shard_lines, storage_dtype, scratch)
 
@@ -219,8 +239,11 @@ def _field(manifest: dict, dotted: str):
 
 def manifest_differences(old: dict, new: dict) -> list[str]:
     """What makes ``new`` a different run from ``old``, in words (empty when it may resume)."""
-    return [f"{IDENTITY[key]} ({_field(old, key)!r} then, {_field(new, key)!r} now)"
-            for key in IDENTITY if _field(old, key) != _field(new, key)]
+    return [
+        f"{IDENTITY[key]} ({_field(old, key)!r} then, {_field(new, key)!r} now)"
+        for key in IDENTITY
+        if _field(old, key) != _field(new, key)
+    ]
 
 
 class Embeddings:
@@ -296,8 +319,11 @@ class HDF5Embeddings(Embeddings):
     def __init__(self, path: str):
         self.file = h5py.File(path, "r")
         self.layers = self.file.attrs.get("layers")
-        self._lines = int(self.file.attrs["lines"]) if "lines" in self.file.attrs else sum(
-            1 for key in self.file if key.isdigit())
+        self._lines = (
+            int(self.file.attrs["lines"])
+            if "lines" in self.file.attrs
+            else sum(1 for key in self.file if key.isdigit())
+        )
 
     def _read(self, i: int) -> np.ndarray:
         return self.file[str(i)][()]
@@ -330,13 +356,16 @@ def load_embeddings(path: str | os.PathLike) -> Embeddings:
         if os.path.exists(os.path.join(path, MANIFEST)):
             manifest = read_manifest(path)
             if not manifest.get("complete"):
-                raise InputError(f"{path} is an unfinished embedding run: run the same embed command again to "
-                                 f"finish it")
+                raise InputError(
+                    f"{path} is an unfinished embedding run: run the same embed command again to finish it"
+                )
             return ShardedEmbeddings(path, manifest)
         if os.path.exists(os.path.join(path, "sentence_to_index.json")):
             return NpyEmbeddings(path)
-        raise InputError(f"{path} is a folder without {MANIFEST} or sentence_to_index.json: not embeddings "
-                         f"written by elmo-keras embed")
+        raise InputError(
+            f"{path} is a folder without {MANIFEST} or sentence_to_index.json: not embeddings "
+            f"written by elmo-keras embed"
+        )
     if not os.path.exists(path):
         raise InputError(f"embeddings not found: {path}")
     if not h5py.is_hdf5(path):
@@ -429,8 +458,11 @@ class HDF5Assembly(Assembly):
     @staticmethod
     def _generation(folder: str) -> int:
         """1 + the highest N of the ``output-N.hdf5`` files in ``folder``."""
-        numbers = [int(name[7:-5]) for name in os.listdir(folder)
-                   if name.startswith("output-") and name.endswith(".hdf5") and name[7:-5].isdigit()]
+        numbers = [
+            int(name[7:-5])
+            for name in os.listdir(folder)
+            if name.startswith("output-") and name.endswith(".hdf5") and name[7:-5].isdigit()
+        ]
         return max(numbers, default=0) + 1
 
     def _space(self, shape: tuple[int, ...]) -> h5py.h5s.SpaceID:
@@ -445,8 +477,12 @@ class HDF5Assembly(Assembly):
     def _store_lines(self, first_line: int, arrays: Sequence[np.ndarray]) -> list[int | None]:
         # h5py's low-level API: a fraction of create_dataset's Python work (and GIL time) per line
         dtype = np.dtype(self.dtype)
-        starts = [allocate_dataset(self.file.id, str(line), array.shape, self._file_type, self._creation,
-                                   self._space(array.shape)) for line, array in enumerate(arrays, start=first_line)]
+        starts = [
+            allocate_dataset(
+                self.file.id, str(line), array.shape, self._file_type, self._creation, self._space(array.shape)
+            )
+            for line, array in enumerate(arrays, start=first_line)
+        ]
         sizes = [array.size * dtype.itemsize for array in arrays]
         for start, run in adjacent_runs(starts, sizes, self.write_bytes):
             # staged at the run's offset within a block, so the whole blocks inside it can be written directly
@@ -454,7 +490,7 @@ class HDF5Assembly(Assembly):
             staged = self._scratch.array((lead + sum(sizes[j] for j in run),), np.uint8)[lead:]
             position = 0
             for j in run:
-                staged[position:position + sizes[j]].view(dtype).reshape(arrays[j].shape)[...] = arrays[j]
+                staged[position : position + sizes[j]].view(dtype).reshape(arrays[j].shape)[...] = arrays[j]
                 position += sizes[j]
             self._raw.write(start, staged)
         return starts
@@ -470,14 +506,19 @@ class HDF5Assembly(Assembly):
         """Add the lines of ``shard`` (on disk when this returns), then commit them with a record of where they
         lie: each value is written once."""
         starts = self.add(shard, arrays)
-        record = {"first_line": shard * self.manifest["shard_lines"], "file": os.path.basename(self.path),
-                  "dtype": self.dtype, "lines": [[start, list(a.shape)] for start, a in zip(starts, arrays)]}
+        record = {
+            "first_line": shard * self.manifest["shard_lines"],
+            "file": os.path.basename(self.path),
+            "dtype": self.dtype,
+            "lines": [[start, list(a.shape)] for start, a in zip(starts, arrays)],
+        }
         with atomic_file(os.path.join(self.folder, record_name(shard))) as tmp, open(tmp, "w") as f:
             json.dump(record, f, separators=(",", ":"))
 
     def _store_index(self, sentence_to_index: dict[str, list[int]]) -> None:
-        self.file.create_dataset("sentence_to_index", data=np.array([json.dumps(sentence_to_index)],
-                                                                  dtype=h5py.string_dtype()))
+        self.file.create_dataset(
+            "sentence_to_index", data=np.array([json.dumps(sentence_to_index)], dtype=h5py.string_dtype())
+        )
         self.file.attrs["lines"] = self.manifest["input"]["lines"]
         self.file.attrs["layers"] = self.manifest["layers"]
         self.file.close()

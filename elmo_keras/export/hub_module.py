@@ -3,6 +3,7 @@
 The format (signatures, outputs, variable names) is described in :mod:`elmo_keras.io.hub_module`, which reads it;
 :func:`elmo_keras.io.hub_module.read_hub_module` recognises our modules by the ``elmo_keras_config`` function.
 """
+
 from __future__ import annotations
 
 import json
@@ -12,10 +13,10 @@ import numpy as np
 import tensorflow as tf
 
 from elmo_keras.elmo import Elmo
-from elmo_keras.utils.files import atomic_dir
+from elmo_keras.io.weights import to_file_layout, variable_map
 from elmo_keras.layers.bilm import BiLM
 from elmo_keras.text import split_on_spaces, tokens_to_char_ids
-from elmo_keras.io.weights import to_file_layout, variable_map
+from elmo_keras.utils.files import atomic_dir
 
 
 # Private TF API, on purpose: a reusable SavedModel needs plain ``variables`` / ``trainable_variables``
@@ -32,8 +33,7 @@ class _ExportedElmo(tf.__internal__.tracking.AutoTrackable):
         self.aggregation_scaling = tf.Variable([scaling], dtype=tf.float32, name="aggregation/scaling")
         self.trainable_variables = [self.aggregation_weights, self.aggregation_scaling]
         self.variables = [v.value for v in bilm.weights] + self.trainable_variables
-        self._config = json.dumps({"options": bilm.options,
-                                   "add_sentence_boundaries": bilm.add_sentence_boundaries})
+        self._config = json.dumps({"options": bilm.options, "add_sentence_boundaries": bilm.add_sentence_boundaries})
 
     @tf.function(input_signature=[], autograph=False)
     def elmo_keras_config(self):
@@ -54,8 +54,13 @@ class _ExportedElmo(tf.__internal__.tracking.AutoTrackable):
         tokens, lengths = split_on_spaces(default)
         return self.outputs(tokens, lengths)
 
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.string, name="tokens"),
-                                  tf.TensorSpec([None], tf.int32, name="sequence_len")], autograph=False)
+    @tf.function(
+        input_signature=[
+            tf.TensorSpec([None, None], tf.string, name="tokens"),
+            tf.TensorSpec([None], tf.int32, name="sequence_len"),
+        ],
+        autograph=False,
+    )
     def tokens(self, tokens, sequence_len):
         return self.outputs(tokens, sequence_len)
 
@@ -68,10 +73,12 @@ class _ExportedElmo(tf.__internal__.tracking.AutoTrackable):
         lengths = tf.reduce_sum(tf.cast(out["mask"], tf.int32), axis=1)
         mix = tf.nn.softmax(self.aggregation_weights + 1.0 / len(layers))
         elmo = self.aggregation_scaling[0] * tf.add_n([mix[k] * layer for k, layer in enumerate(layers)])
-        result = {"word_emb": layers[0][..., :self.bilm.projection_dim], "elmo": elmo,
-                  "default": tf.math.divide_no_nan(tf.reduce_sum(elmo, axis=1),
-                                                   tf.cast(lengths, elmo.dtype)[:, None]),
-                  "sequence_len": lengths}
+        result = {
+            "word_emb": layers[0][..., : self.bilm.projection_dim],
+            "elmo": elmo,
+            "default": tf.math.divide_no_nan(tf.reduce_sum(elmo, axis=1), tf.cast(lengths, elmo.dtype)[:, None]),
+            "sequence_len": lengths,
+        }
         result.update({f"lstm_outputs{k}": layers[k] for k in range(1, len(layers))})
         return result
 
@@ -90,8 +97,10 @@ def _hub_aggregation(model: BiLM | Elmo) -> tuple[np.ndarray, float]:
         return np.asarray(mix.logits, np.float32) - np.float32(1.0 / n), gamma
     fixed = np.asarray(mix.mix_weights, np.float64)
     if np.any(fixed <= 0):
-        raise ValueError(f"fixed mix weights {mix.mix_weights} are not all positive: the TF Hub format "
-                         "(softmax weights times a scale) cannot express them")
+        raise ValueError(
+            f"fixed mix weights {mix.mix_weights} are not all positive: the TF Hub format "
+            "(softmax weights times a scale) cannot express them"
+        )
     return (np.log(fixed / fixed.sum()) - 1.0 / n).astype(np.float32), gamma * float(fixed.sum())
 
 
@@ -112,11 +121,17 @@ def export_hub_module(model: Elmo | BiLM, path: str | os.PathLike, overwrite: bo
     if not source.built:
         raise ValueError("the model is not built: load weights into it (e.g. from_pretrained) first")
     weights, scaling = _hub_aggregation(model)
-    bilm = BiLM.from_weights(source.options, source.get_weight_arrays(),
-                             add_sentence_boundaries=source.add_sentence_boundaries, name="bilm")
+    bilm = BiLM.from_weights(
+        source.options, source.get_weight_arrays(), add_sentence_boundaries=source.add_sentence_boundaries, name="bilm"
+    )
     module = _ExportedElmo(bilm, weights, scaling)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with atomic_dir(path) as tmp:
-        tf.saved_model.save(module, tmp, signatures={
-            "default": module.default.get_concrete_function(),
-            "tokens": module.tokens.get_concrete_function()})
+        tf.saved_model.save(
+            module,
+            tmp,
+            signatures={
+                "default": module.default.get_concrete_function(),
+                "tokens": module.tokens.get_concrete_function(),
+            },
+        )

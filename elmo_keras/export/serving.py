@@ -3,6 +3,7 @@
 ``export_serving(model, "saved_models/NAME")`` writes ``NAME/VERSION/`` (the layout TF Serving watches)
 into a hidden temporary folder first, then renames it, so a half-written version never appears.
 """
+
 from __future__ import annotations
 
 import errno
@@ -22,8 +23,8 @@ import tensorflow as tf
 
 from elmo_keras.elmo import Elmo
 from elmo_keras.errors import InputError
-from elmo_keras.utils.files import NO_ROOM, usual_permissions
 from elmo_keras.text import split_sentences
+from elmo_keras.utils.files import NO_ROOM, usual_permissions
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +35,10 @@ DEFAULT_WARMUP = ("The bank approved the loan .", "Hi", "")
 
 
 def _describe_inputs(model: keras.Model) -> str:
-    return ", ".join(f"{t.name} {keras.backend.standardize_dtype(t.dtype)} {tuple(t.shape)}"
-                     for t in keras.tree.flatten(model.inputs))
+    return ", ".join(
+        f"{t.name} {keras.backend.standardize_dtype(t.dtype)} {tuple(t.shape)}"
+        for t in keras.tree.flatten(model.inputs)
+    )
 
 
 def model_kind(model) -> str:
@@ -54,25 +57,34 @@ def model_kind(model) -> str:
     if not isinstance(model, keras.Model):
         raise TypeError(f"export_serving takes a keras.Model or an Elmo layer, got {type(model).__name__}")
     if getattr(model, "inputs", None) is None or getattr(model, "outputs", None) is None:  # a subclassed model
-        raise InputError(f"{model.name} ({type(model).__name__}) is not a functional model over text; export_serving "
-                         "exports text_classifier, sequence_tagger, an Elmo layer or a keras.Model built on "
-                         "keras.Input(shape=(), dtype='string') (for a language model, export its Elmo: "
-                         "ek.Elmo.from_preset(...))")
+        raise InputError(
+            f"{model.name} ({type(model).__name__}) is not a functional model over text; export_serving "
+            "exports text_classifier, sequence_tagger, an Elmo layer or a keras.Model built on "
+            "keras.Input(shape=(), dtype='string') (for a language model, export its Elmo: "
+            "ek.Elmo.from_preset(...))"
+        )
     inputs = keras.tree.flatten(model.inputs)
-    if len(inputs) != 1 or keras.backend.standardize_dtype(inputs[0].dtype) != "string" \
-            or len(inputs[0].shape) not in (1, 2):
-        raise InputError(f"{model.name} takes {_describe_inputs(model)}; export_serving needs a model whose one input "
-                         "is text (string [batch] sentences or [batch, tokens]). A features_classifier takes "
-                         "precomputed biLM layers: export the same head as ek.models.text_classifier instead; a "
-                         "char-id model: build it on an ek.Elmo layer, which takes strings")
+    if (
+        len(inputs) != 1
+        or keras.backend.standardize_dtype(inputs[0].dtype) != "string"
+        or len(inputs[0].shape) not in (1, 2)
+    ):
+        raise InputError(
+            f"{model.name} takes {_describe_inputs(model)}; export_serving needs a model whose one input "
+            "is text (string [batch] sentences or [batch, tokens]). A features_classifier takes "
+            "precomputed biLM layers: export the same head as ek.models.text_classifier instead; a "
+            "char-id model: build it on an ek.Elmo layer, which takes strings"
+        )
     if len(model.outputs) != 1:
         raise InputError(f"export_serving needs a model with one output, {model.name} has {len(model.outputs)}")
     activation = getattr(getattr(model.layers[-1], "activation", None), "__name__", "")
     if len(model.outputs[0].shape) == 3:
         return "tagger" if activation == "softmax" and len(inputs[0].shape) == 2 else "embedder"
     if len(model.outputs[0].shape) != 2:
-        raise InputError(f"{model.name}'s output has shape {tuple(model.outputs[0].shape)}; export_serving exports "
-                         "[batch, classes] scores or [batch, tokens, dim] vectors")
+        raise InputError(
+            f"{model.name}'s output has shape {tuple(model.outputs[0].shape)}; export_serving exports "
+            "[batch, classes] scores or [batch, tokens, dim] vectors"
+        )
     return "multi_label" if activation == "sigmoid" else "classifier"
 
 
@@ -111,8 +123,12 @@ def _serve_classifier(model, class_names, text):
 
 
 #: kind -> (serving function(model, names, text) -> outputs, what its names are, or None when it has none)
-_SERVERS = {"embedder": (_serve_embedder, None), "tagger": (_serve_tagger, "tag names"),
-            "multi_label": (_serve_multi_label, None), "classifier": (_serve_classifier, "class names")}
+_SERVERS = {
+    "embedder": (_serve_embedder, None),
+    "tagger": (_serve_tagger, "tag names"),
+    "multi_label": (_serve_multi_label, None),
+    "classifier": (_serve_classifier, "class names"),
+}
 
 
 def _serving_fn(model, kind: str, label_names: Sequence[str] | None):
@@ -136,22 +152,30 @@ def _write_warmup(folder: str, model_name: str, texts: Sequence[str]) -> None:
     try:
         from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
     except ImportError:
-        log.warning("tensorflow-serving-api is not installed (pip install elmo-keras[serving]): "
-                    "no TF Serving warmup file written")
+        log.warning(
+            "tensorflow-serving-api is not installed (pip install elmo-keras[serving]): "
+            "no TF Serving warmup file written"
+        )
         return
     os.makedirs(os.path.join(folder, "assets.extra"), exist_ok=True)
     with tf.io.TFRecordWriter(os.path.join(folder, WARMUP_FILE)) as writer:
         for text in texts:
             request = predict_pb2.PredictRequest(
-                model_spec=model_pb2.ModelSpec(name=model_name, signature_name="serving_default"))
+                model_spec=model_pb2.ModelSpec(name=model_name, signature_name="serving_default")
+            )
             request.inputs["text"].CopyFrom(tf.make_tensor_proto([text], dtype=tf.string))
             log_record = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
             writer.write(log_record.SerializeToString())
 
 
-def export_serving(model, path: str | os.PathLike, version: int | None = None,
-                   label_names: Sequence[str] | None = None, kind: str | None = None,
-                   warmup_texts: Sequence[str] | None = DEFAULT_WARMUP) -> str:
+def export_serving(
+    model,
+    path: str | os.PathLike,
+    version: int | None = None,
+    label_names: Sequence[str] | None = None,
+    kind: str | None = None,
+    warmup_texts: Sequence[str] | None = DEFAULT_WARMUP,
+) -> str:
     """Export ``model`` for TF Serving to ``path/VERSION`` and return that folder.
 
     Signature ``serving_default``, input ``text`` (string [None]); outputs by kind:
@@ -174,8 +198,12 @@ def export_serving(model, path: str | os.PathLike, version: int | None = None,
     os.makedirs(base, exist_ok=True)
     archive = keras.export.ExportArchive()
     archive.track(model)
-    archive.add_endpoint("serving_default", tf.function(
-        _serving_fn(model, kind, label_names), input_signature=[tf.TensorSpec([None], tf.string, name="text")]))
+    archive.add_endpoint(
+        "serving_default",
+        tf.function(
+            _serving_fn(model, kind, label_names), input_signature=[tf.TensorSpec([None], tf.string, name="text")]
+        ),
+    )
     tmp = tempfile.mkdtemp(prefix=TMP_PREFIX, dir=base)
     claim = os.open(tmp, os.O_RDONLY)
     try:
@@ -240,8 +268,9 @@ def _publish(tmp: str, base: str, version: int | None) -> str:
             if err.errno not in (errno.EEXIST, errno.ENOTEMPTY):
                 raise
             if version is not None:
-                raise FileExistsError(f"{final} was written by another export meanwhile: pick another version "
-                                      "or remove it") from None
+                raise FileExistsError(
+                    f"{final} was written by another export meanwhile: pick another version or remove it"
+                ) from None
 
 
 def check_serving(model, folder: str | os.PathLike, texts: Sequence[str]) -> float:

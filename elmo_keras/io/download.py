@@ -13,6 +13,7 @@ kind (:data:`KINDS`: hdf5 opens as HDF5, json parses, text is UTF-8) while still
 check is deleted, never cached. What it holds is then checked by the reader (e.g.
 :func:`elmo_keras.io.weights.read_weights_hdf5`: the released layout, finite values).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -99,8 +100,9 @@ def fetch(url: str, sha256: str | None = None, progress: bool = True, kind: str 
             _download(url, path, sha256, progress, kind)
         except RemoteUnavailable as err:
             damaged = "" if problem == _MISSING else f"the cached copy {problem}, and "
-            raise RemoteUnavailable(f"{damaged}{err}. To use it offline, download it elsewhere and place it at "
-                                    f"{path}") from None
+            raise RemoteUnavailable(
+                f"{damaged}{err}. To use it offline, download it elsewhere and place it at {path}"
+            ) from None
     return path
 
 
@@ -149,8 +151,9 @@ def _locked(path: str) -> Iterator[None]:
         lock = open(path + ".lock", "a")
     except OSError as err:  # NotADirectoryError, PermissionError, read-only file system ...
         where = f"{CACHE_ENV}={os.environ[CACHE_ENV]}" if os.environ.get(CACHE_ENV) else f"the cache {cache_dir()}"
-        raise InputError(f"cannot download into {where}: {err.strerror} ({err.filename}); set {CACHE_ENV} to a "
-                         "writable folder") from None
+        raise InputError(
+            f"cannot download into {where}: {err.strerror} ({err.filename}); set {CACHE_ENV} to a writable folder"
+        ) from None
     with lock:
         if fcntl is not None:  # POSIX; elsewhere (Windows) downloads of one URL are not serialised
             fcntl.flock(lock, fcntl.LOCK_EX)
@@ -169,8 +172,9 @@ def _download(url: str, path: str, sha256: str | None, progress: bool, kind: str
     problem = None if kind is None else _kind_problem(part, kind)
     if problem:
         os.remove(part)
-        raise InputError(f"the download of {url} is not {KINDS[kind]}: {problem}; it was deleted, nothing was "
-                         "cached: check the URL")
+        raise InputError(
+            f"the download of {url} is not {KINDS[kind]}: {problem}; it was deleted, nothing was cached: check the URL"
+        )
     write_json(_record_path(path), {"url": url, "size": os.path.getsize(part), "sha256": digest})
     publish(part, path)
 
@@ -250,17 +254,23 @@ def _fetch_once(url: str, part: str, have: int, progress: bool) -> int | None:
         if response.status_code == 206:
             start, total = _content_range(response)
             if start != have:
-                raise InputError(f"{url}: asked for the bytes from {have} on, the server sent them from {start}; "
-                                 f"delete {part} and try again")
+                raise InputError(
+                    f"{url}: asked for the bytes from {have} on, the server sent them from {start}; "
+                    f"delete {part} and try again"
+                )
         _write_body(response, part, start, total, progress)
         return total
 
 
 def _write_body(response: requests.Response, part: str, start: int, total: int | None, progress: bool) -> None:
     """Append the body to ``part`` at ``start`` (0: truncate first), with a progress bar (bytes, rate, ETA)."""
-    name = os.path.basename(part[:-len(".part")])
-    with open(part, "ab" if start else "wb") as f, tqdm(total=total, initial=start, unit="B", unit_scale=True,
-                                                        unit_divisor=1024, desc=name, disable=not progress) as bar:
+    name = os.path.basename(part[: -len(".part")])
+    with (
+        open(part, "ab" if start else "wb") as f,
+        tqdm(
+            total=total, initial=start, unit="B", unit_scale=True, unit_divisor=1024, desc=name, disable=not progress
+        ) as bar,
+    ):
         for chunk in response.iter_content(_CHUNK):
             f.write(chunk)
             bar.update(len(chunk))
@@ -277,8 +287,10 @@ def _content_range(response: requests.Response) -> tuple[int, int | None]:
     """'Content-Range: bytes START-END/TOTAL' -> (START, TOTAL or None when '*')."""
     match = _CONTENT_RANGE.fullmatch(response.headers.get("Content-Range", "").strip())
     if not match:
-        raise InputError(f"{response.url}: a 206 answer without a valid Content-Range "
-                         f"({response.headers.get('Content-Range')!r}); the server is misconfigured")
+        raise InputError(
+            f"{response.url}: a 206 answer without a valid Content-Range "
+            f"({response.headers.get('Content-Range')!r}); the server is misconfigured"
+        )
     return int(match.group(1)), None if match.group(2) == "*" else int(match.group(2))
 
 

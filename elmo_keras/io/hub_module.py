@@ -16,6 +16,7 @@ TF1 module variables (a leading scope such as ``module/`` is ignored): ``bilm/ch
 ``aggregation/weights`` [n + 1], ``aggregation/scaling`` [1], with
 ``elmo = scaling * sum_k softmax(weights + 1 / (n + 1))_k * layer_k``.
 """
+
 from __future__ import annotations
 
 import functools
@@ -37,16 +38,19 @@ SIGNATURES = ("default", "tokens")
 REQUIRED_OUTPUTS = ("word_emb", "lstm_outputs1", "elmo", "default", "sequence_len")
 BOUNDARIES = ("none", "add")
 #: What TF Hub's ELMo modules do not record, so the released (original) model's values: activation, clips, skips.
-HUB_DEFAULTS = {"activation": RELEASED_OPTIONS["original"]["char_cnn"]["activation"],
-                **{key: RELEASED_OPTIONS["original"]["lstm"][key]
-                   for key in ("cell_clip", "proj_clip", "use_skip_connections")}}
+HUB_DEFAULTS = {
+    "activation": RELEASED_OPTIONS["original"]["char_cnn"]["activation"],
+    **{key: RELEASED_OPTIONS["original"]["lstm"][key] for key in ("cell_clip", "proj_clip", "use_skip_connections")},
+}
 _CONFIG_FN = "elmo_keras_config"  # marks (and describes) a module written by export_hub_module
 _WEIGHTS_FN = "released_weights"
 _URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
 _HUB_SITE = re.compile(r"^(www\.)?(tfhub\.dev|kaggle\.com)/", re.IGNORECASE)
 # The LSTM variable names of TF Hub's module are not documented: accept TF's two LSTMCell layouts.
-_HUB_LSTM = re.compile(r"^RNN_([01])/(?:RNN/MultiRNNCell/Cell(\d+)/rnn|rnn/multi_rnn_cell/cell_(\d+))"
-                       r"/lstm_cell/(kernel|bias|projection/kernel)$")
+_HUB_LSTM = re.compile(
+    r"^RNN_([01])/(?:RNN/MultiRNNCell/Cell(\d+)/rnn|rnn/multi_rnn_cell/cell_(\d+))"
+    r"/lstm_cell/(kernel|bias|projection/kernel)$"
+)
 _LSTM_NAMES = {"kernel": "W_0", "bias": "B", "projection/kernel": "W_P_0"}
 
 
@@ -86,7 +90,8 @@ def module_folder(handle: str) -> str:
             f"cannot download the TF Hub module {handle!r} ({type(err).__name__}: {err}). To work offline, fetch "
             "its .tar.gz elsewhere (for tfhub.dev / Kaggle, add ?tf-hub-format=compressed to the URL) and extract "
             f"it into {_hub_cache_folder(hub, handle)} (TF Hub's cache, set by TFHUB_CACHE_DIR), or pass the "
-            "extracted folder") from None
+            "extracted folder"
+        ) from None
 
 
 def _tensorflow_hub():
@@ -116,20 +121,24 @@ def signature_function(module, handle: str, signature: str):
         raise ValueError(f"signature must be one of {SIGNATURES}, got {signature!r}")
     found = sorted(getattr(module, "signatures", {}) or {})
     if signature not in found:
-        raise ValueError(f"module {handle!r} has no signature {signature!r}; it has {found or 'none'}. "
-                         f"A TF Hub ELMo module has {list(SIGNATURES)}.")
+        raise ValueError(
+            f"module {handle!r} has no signature {signature!r}; it has {found or 'none'}. "
+            f"A TF Hub ELMo module has {list(SIGNATURES)}."
+        )
     fn = module.signatures[signature]
     outputs = sorted(fn.structured_outputs)
     missing = [k for k in REQUIRED_OUTPUTS if k not in outputs]
     inputs = fn.structured_input_signature[1]
     wanted = ["sequence_len", "tokens"] if signature == "tokens" else None
-    bad_inputs = (sorted(inputs) != wanted) if wanted else (len(inputs) != 1 or
-                                                            next(iter(inputs.values())).dtype != tf.string)
+    bad_inputs = (
+        (sorted(inputs) != wanted) if wanted else (len(inputs) != 1 or next(iter(inputs.values())).dtype != tf.string)
+    )
     if missing or bad_inputs:
         raise ValueError(
             f"signature {signature!r} of module {handle!r} takes {sorted(inputs)} and returns {outputs}; "
             f"an ELMo module's takes {wanted or 'one string tensor'} and returns {list(REQUIRED_OUTPUTS)} "
-            "(plus lstm_outputs2..n)")
+            "(plus lstm_outputs2..n)"
+        )
     return fn, sorted(inputs)
 
 
@@ -177,7 +186,7 @@ def released_name(key: str) -> str:
     'bilm/RNN_0/RNN/MultiRNNCell/Cell1/rnn/lstm_cell/kernel' (or '.../rnn/multi_rnn_cell/cell_1/lstm_cell/kernel')
     -> 'RNN_0/RNN/MultiRNNCell/Cell1/LSTMCell/W_0'; 'bilm/CNN/W_cnn_0' -> 'CNN/W_cnn_0'.
     """
-    key = key[len("bilm/"):] if key.startswith("bilm/") else key
+    key = key[len("bilm/") :] if key.startswith("bilm/") else key
     match = _HUB_LSTM.match(key)
     if not match:
         return key
@@ -196,16 +205,31 @@ def infer_options(arrays: dict[str, np.ndarray], use_skip_connections: bool) -> 
     while f"{lstm_prefix(0, n_layers)}/W_P_0" in arrays:
         n_layers += 1
     if "char_embed" not in arrays or not filters or not n_layers:
-        raise ValueError("the module has no ELMo biLM variables (bilm/char_embed, bilm/CNN/W_cnn_0, "
-                         f"bilm/RNN_0/.../Cell0/rnn/lstm_cell/...); it has {sorted(arrays) or 'none'}")
+        raise ValueError(
+            "the module has no ELMo biLM variables (bilm/char_embed, bilm/CNN/W_cnn_0, "
+            f"bilm/RNN_0/.../Cell0/rnn/lstm_cell/...); it has {sorted(arrays) or 'none'}"
+        )
     dim, projection_dim = arrays[f"{lstm_prefix(0, 0)}/W_P_0"].shape
-    return normalize_options({
-        "char_cnn": {"activation": HUB_DEFAULTS["activation"], "filters": filters, "n_highway": n_highway,
-                     "embedding": {"dim": int(arrays["char_embed"].shape[1])}, "n_characters": 262,
-                     "max_characters_per_token": 50},
-        "lstm": {"dim": int(dim), "projection_dim": int(projection_dim), "n_layers": n_layers,
-                 "cell_clip": HUB_DEFAULTS["cell_clip"], "proj_clip": HUB_DEFAULTS["proj_clip"],
-                 "use_skip_connections": use_skip_connections}})
+    return normalize_options(
+        {
+            "char_cnn": {
+                "activation": HUB_DEFAULTS["activation"],
+                "filters": filters,
+                "n_highway": n_highway,
+                "embedding": {"dim": int(arrays["char_embed"].shape[1])},
+                "n_characters": 262,
+                "max_characters_per_token": 50,
+            },
+            "lstm": {
+                "dim": int(dim),
+                "projection_dim": int(projection_dim),
+                "n_layers": n_layers,
+                "cell_clip": HUB_DEFAULTS["cell_clip"],
+                "proj_clip": HUB_DEFAULTS["proj_clip"],
+                "use_skip_connections": use_skip_connections,
+            },
+        }
+    )
 
 
 def _arrays_for_options(arrays: dict[str, np.ndarray], options: dict, handle: str) -> dict[str, np.ndarray]:
@@ -216,8 +240,10 @@ def _arrays_for_options(arrays: dict[str, np.ndarray], options: dict, handle: st
     for name, shape in expected_shapes(options).items():
         if name not in arrays or arrays[name].shape != shape:
             found = arrays[name].shape if name in arrays else "missing"
-            raise ValueError(f"module {handle!r}: weight '{name}' is {found}, expected shape {shape}; "
-                             f"the module holds {sorted(arrays)}")
+            raise ValueError(
+                f"module {handle!r}: weight '{name}' is {found}, expected shape {shape}; "
+                f"the module holds {sorted(arrays)}"
+            )
         out[name] = arrays[name]
     return out
 
@@ -239,14 +265,17 @@ def read_hub_module(handle: str | os.PathLike, use_skip_connections: bool | None
         options, boundaries = config["options"], config["add_sentence_boundaries"]
         if use_skip_connections is not None:
             if "lstm" not in options:
-                raise InputError(f"use_skip_connections is an LSTM setting; module {handle!r} holds a "
-                                 f"{options['encoder']['type']} biLM: leave it out")
+                raise InputError(
+                    f"use_skip_connections is an LSTM setting; module {handle!r} holds a "
+                    f"{options['encoder']['type']} biLM: leave it out"
+                )
             options["lstm"]["use_skip_connections"] = use_skip_connections
         arrays = {name: value.numpy() for name, value in getattr(module, _WEIGHTS_FN)().items()}
     else:
         boundaries = None
-        arrays = {released_name(key): var.numpy() for key, var in variables.items()
-                  if not key.startswith("aggregation/")}
+        arrays = {
+            released_name(key): var.numpy() for key, var in variables.items() if not key.startswith("aggregation/")
+        }
         skip = HUB_DEFAULTS["use_skip_connections"] if use_skip_connections is None else use_skip_connections
         options = infer_options(arrays, skip)
     options = normalize_options(options)
@@ -254,9 +283,15 @@ def read_hub_module(handle: str | os.PathLike, use_skip_connections: bool | None
     if weights is not None and scaling is not None:
         n = encoder_options(options)[1]["n_layers"] + 1
         if tuple(weights.shape) != (n,):
-            raise ValueError(f"module {handle!r}: aggregation/weights has shape {tuple(weights.shape)}, "
-                             f"expected ({n},) for {n - 1} biLM layers")
+            raise ValueError(
+                f"module {handle!r}: aggregation/weights has shape {tuple(weights.shape)}, "
+                f"expected ({n},) for {n - 1} biLM layers"
+            )
         logits = weights.numpy().astype(np.float32) + np.float32(1.0 / n)
-    return HubWeights(options=options, arrays=_arrays_for_options(arrays, options, handle), mix_logits=logits,
-                      mix_gamma=None if scaling is None else float(np.reshape(scaling.numpy(), (-1,))[0]),
-                      add_sentence_boundaries=boundaries)
+    return HubWeights(
+        options=options,
+        arrays=_arrays_for_options(arrays, options, handle),
+        mix_logits=logits,
+        mix_gamma=None if scaling is None else float(np.reshape(scaling.numpy(), (-1,))[0]),
+        add_sentence_boundaries=boundaries,
+    )

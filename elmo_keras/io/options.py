@@ -13,6 +13,7 @@ The contextualizer over the char CNN's token vectors is chosen by an optional ``
 gated-CNN options file has no ``lstm`` section. :func:`encoder_options` gives any file's (type, settings).
 A key that is not in :data:`KNOWN_KEYS` (e.g. a misspelled setting) is an error, never ignored.
 """
+
 from __future__ import annotations
 
 import copy
@@ -22,8 +23,8 @@ import os
 from numbers import Real
 from typing import Any
 
-from elmo_keras.io.download import cached_copy_hint, local_file
 from elmo_keras.errors import InputError
+from elmo_keras.io.download import cached_copy_hint, local_file
 
 _ACTIVATIONS = ("relu", "tanh")
 _FFN_ACTIVATIONS = ("relu", "gelu")
@@ -38,17 +39,38 @@ _ENCODER_DEFAULTS = {
 #: architecture sections, the training settings of :data:`elmo_keras.lm.TRAIN_DEFAULTS` and ``n_tokens_vocab``
 #: (``elmo-keras pretrain`` writes them), and what bilm-tf training writes or reads.
 KNOWN_KEYS: dict[str, tuple[str, ...]] = {
-    "": ("char_cnn", "lstm", "encoder", "n_tokens_vocab",
-         "batch_size", "n_epochs", "dropout", "n_negative_samples_batch", "all_clip_norm_val", "optimizer",
-         "learning_rate", "vocab_min_count", "vocab_max_size", "shuffle_buffer", "buckets", "seed",
-         "backup_every_steps",
-         "bidirectional", "n_train_tokens", "unroll_steps", "sample_softmax", "share_embedding_softmax"),
+    "": (
+        "char_cnn",
+        "lstm",
+        "encoder",
+        "n_tokens_vocab",
+        "batch_size",
+        "n_epochs",
+        "dropout",
+        "n_negative_samples_batch",
+        "all_clip_norm_val",
+        "optimizer",
+        "learning_rate",
+        "vocab_min_count",
+        "vocab_max_size",
+        "shuffle_buffer",
+        "buckets",
+        "seed",
+        "backup_every_steps",
+        "bidirectional",
+        "n_train_tokens",
+        "unroll_steps",
+        "sample_softmax",
+        "share_embedding_softmax",
+    ),
     "char_cnn": ("activation", "embedding", "filters", "max_characters_per_token", "n_characters", "n_highway"),
     "char_cnn.embedding": ("dim",),
     "lstm": ("cell_clip", "dim", "n_layers", "proj_clip", "projection_dim", "use_skip_connections"),
     "encoder:lstm": ("type",),
-    **{f"encoder:{kind}": ("type", "projection_dim", "n_layers", *defaults)
-       for kind, defaults in _ENCODER_DEFAULTS.items()},
+    **{
+        f"encoder:{kind}": ("type", "projection_dim", "n_layers", *defaults)
+        for kind, defaults in _ENCODER_DEFAULTS.items()
+    },
 }
 
 
@@ -74,8 +96,10 @@ def _check_keys(section: Any, name: str, known: tuple[str, ...], source: str, of
     settings = [key for key in known if key != "type"]
     close = difflib.get_close_matches(unknown[0], settings, n=1)
     guess = f"did you mean '{prefix}{close[0]}'? " if close else ""
-    raise InputError(f"{source}: unknown setting '{prefix}{unknown[0]}'{'' if name else ' at the top level'}{of_type}; "
-                     f"its settings are {', '.join(settings)}; {guess}fix its spelling or remove it")
+    raise InputError(
+        f"{source}: unknown setting '{prefix}{unknown[0]}'{'' if name else ' at the top level'}{of_type}; "
+        f"its settings are {', '.join(settings)}; {guess}fix its spelling or remove it"
+    )
 
 
 def positive_int(value: Any, name: str) -> int:
@@ -117,8 +141,9 @@ def normalize_options(options: dict, path: str | None = None) -> dict:
     filters = _require(cnn, "filters", "char_cnn")
     if not filters or not all(isinstance(f, (list, tuple)) and len(f) == 2 for f in filters):
         raise InputError(f"options: 'char_cnn.filters' must be a list of [width, n_filters] pairs, got {filters!r}")
-    cnn["filters"] = [[_positive_int(w, "char_cnn.filters width"), _positive_int(n, "char_cnn.filters count")]
-                      for w, n in filters]
+    cnn["filters"] = [
+        [_positive_int(w, "char_cnn.filters width"), _positive_int(n, "char_cnn.filters count")] for w, n in filters
+    ]
     emb = _require(cnn, "embedding", "char_cnn")
     _check_keys(emb, "char_cnn.embedding", KNOWN_KEYS["char_cnn.embedding"], source)
     _positive_int(_require(emb, "dim", "char_cnn.embedding"), "char_cnn.embedding.dim")
@@ -146,14 +171,17 @@ def normalize_options(options: dict, path: str | None = None) -> dict:
         raise InputError(f"options: 'encoder.type' must be one of {ENCODER_TYPES}, got {kind!r}")
     if kind == "lstm":
         if set(encoder) != set(KNOWN_KEYS["encoder:lstm"]):
-            raise InputError(f"{source}: 'encoder.{min(set(encoder) - {'type'})}' is not a setting of the 'lstm' "
-                             "encoder: its settings go in the 'lstm' section")
+            raise InputError(
+                f"{source}: 'encoder.{min(set(encoder) - {'type'})}' is not a setting of the 'lstm' "
+                "encoder: its settings go in the 'lstm' section"
+            )
         lstm = _require(opts, "lstm", "options")
         _check_keys(lstm, "lstm", KNOWN_KEYS["lstm"], source)
         _normalize_lstm(lstm)
     elif "lstm" in opts:
-        raise InputError(f"options: an 'lstm' section with 'encoder.type' {kind!r}: remove it (the {kind} settings "
-                         "go in 'encoder')")
+        raise InputError(
+            f"options: an 'lstm' section with 'encoder.type' {kind!r}: remove it (the {kind} settings go in 'encoder')"
+        )
     else:
         _check_keys(encoder, "encoder", KNOWN_KEYS[f"encoder:{kind}"], source, f" for type {kind!r}")
         _normalize_encoder(encoder, kind)
@@ -183,12 +211,15 @@ def _normalize_encoder(encoder: dict, kind: str) -> None:
         return
     heads = _positive_int(encoder["num_heads"], "encoder.num_heads")
     if p % heads:
-        raise InputError(f"options: 'encoder.num_heads' ({heads}) must divide 'encoder.projection_dim' ({p}): "
-                         "each head gets projection_dim / num_heads dimensions")
+        raise InputError(
+            f"options: 'encoder.num_heads' ({heads}) must divide 'encoder.projection_dim' ({p}): "
+            "each head gets projection_dim / num_heads dimensions"
+        )
     encoder["ff_dim"] = _positive_int(4 * p if encoder["ff_dim"] is None else encoder["ff_dim"], "encoder.ff_dim")
     if encoder["activation"] not in _FFN_ACTIVATIONS:
-        raise InputError(f"options: 'encoder.activation' must be one of {_FFN_ACTIVATIONS}, "
-                         f"got {encoder['activation']!r}")
+        raise InputError(
+            f"options: 'encoder.activation' must be one of {_FFN_ACTIVATIONS}, got {encoder['activation']!r}"
+        )
 
 
 def encoder_options(options: dict) -> tuple[str, dict]:
@@ -223,12 +254,22 @@ def n_filters(options: dict) -> int:
 
 def _released(dim: int, proj: int, n_highway: int) -> dict:
     return {
-        "lstm": {"use_skip_connections": True, "projection_dim": proj, "cell_clip": 3, "proj_clip": 3,
-                 "dim": dim, "n_layers": 2},
-        "char_cnn": {"activation": "relu",
-                     "filters": [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]],
-                     "n_highway": n_highway, "embedding": {"dim": 16}, "n_characters": 262,
-                     "max_characters_per_token": 50},
+        "lstm": {
+            "use_skip_connections": True,
+            "projection_dim": proj,
+            "cell_clip": 3,
+            "proj_clip": 3,
+            "dim": dim,
+            "n_layers": 2,
+        },
+        "char_cnn": {
+            "activation": "relu",
+            "filters": [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]],
+            "n_highway": n_highway,
+            "embedding": {"dim": 16},
+            "n_characters": 262,
+            "max_characters_per_token": 50,
+        },
     }
 
 

@@ -22,6 +22,7 @@ R = ff_dim, K = kernel_size (LayerNormalization scales are ``gamma``, offsets ``
                                                                                    by the sigmoid of the last P)
     GatedCNN_d/layer_k/norm/{gamma,beta}                      [P], [P]           (only with layer_norm)
 """
+
 from __future__ import annotations
 
 import functools
@@ -31,11 +32,11 @@ from collections.abc import Iterable, Iterator, Mapping
 import keras
 import numpy as np
 
-from elmo_keras.io.download import cached_copy_hint, local_file
 from elmo_keras.errors import InputError
+from elmo_keras.io.download import cached_copy_hint, local_file
+from elmo_keras.io.options import encoder_options, n_filters
 from elmo_keras.utils.files import atomic_file
 from elmo_keras.utils.host_memory import host_tensor, host_zeros
-from elmo_keras.io.options import encoder_options, n_filters
 
 _DIRECTIONS = ("RNN_0", "RNN_1")  # forward, backward
 
@@ -68,8 +69,14 @@ def _block_layout(kind: str, settings: dict) -> dict[str, tuple[str, tuple[int, 
     layout["attention/output/kernel"] = ("attention.output_dense.kernel", (heads, p // heads, p))
     layout["attention/output/bias"] = ("attention.output_dense.bias", (p,))
     layout.update(_norm("ffn_norm", p))
-    layout.update({"ffn/W_1": ("ffn_in.kernel", (p, ff)), "ffn/b_1": ("ffn_in.bias", (ff,)),
-                   "ffn/W_2": ("ffn_out.kernel", (ff, p)), "ffn/b_2": ("ffn_out.bias", (p,))})
+    layout.update(
+        {
+            "ffn/W_1": ("ffn_in.kernel", (p, ff)),
+            "ffn/b_1": ("ffn_in.bias", (ff,)),
+            "ffn/W_2": ("ffn_out.kernel", (ff, p)),
+            "ffn/b_2": ("ffn_out.bias", (p,)),
+        }
+    )
     return layout
 
 
@@ -136,8 +143,7 @@ def get_weight_arrays(bilm: keras.Layer) -> dict[str, np.ndarray]:
     return out
 
 
-def set_weight_arrays(bilm: keras.Layer,
-                      arrays: Mapping[str, np.ndarray] | Iterable[tuple[str, np.ndarray]]) -> None:
+def set_weight_arrays(bilm: keras.Layer, arrays: Mapping[str, np.ndarray] | Iterable[tuple[str, np.ndarray]]) -> None:
     """Assign a built BiLM's weights from {dataset name: array in the released shape}, or from (name, array)
     pairs (e.g. :func:`iter_weights_hdf5`: one array in memory at a time). Other names are ignored."""
     variables = variable_map(bilm)
@@ -201,9 +207,14 @@ def expected_shapes(options: dict) -> dict[str, tuple[int, ...]]:
 
 
 #: What decides the count of each numbered dataset family, to name when a file holds more than the options say.
-_COUNTED_BY = (("CNN_high_", "char_cnn.n_highway"), ("/Cell", "lstm.n_layers"), ("CNN/", "char_cnn.filters"),
-               ("CNN_proj/", "char_cnn.filters and the projection_dim"), ("/layer_", "encoder.n_layers"),
-               ("/norm/", "encoder.layer_norm"))
+_COUNTED_BY = (
+    ("CNN_high_", "char_cnn.n_highway"),
+    ("/Cell", "lstm.n_layers"),
+    ("CNN/", "char_cnn.filters"),
+    ("CNN_proj/", "char_cnn.filters and the projection_dim"),
+    ("/layer_", "encoder.n_layers"),
+    ("/norm/", "encoder.layer_norm"),
+)
 _MODEL_PREFIXES = ("CNN", "RNN_", *(f"{prefix}_" for prefix in _BLOCK_PREFIX.values()))
 
 
@@ -240,22 +251,27 @@ def iter_weights_hdf5(path: str | os.PathLike, options: dict) -> Iterator[tuple[
                 _check_dataset(f[name], name, shape, path, options)
             stored: list[str] = []
             f.visititems(lambda name, node: stored.append(name) if isinstance(node, h5py.Dataset) else None)
-            extra = sorted(n for n in stored
-                           if n not in expected and (n == "char_embed" or n.startswith(_MODEL_PREFIXES)))
+            extra = sorted(
+                n for n in stored if n not in expected and (n == "char_embed" or n.startswith(_MODEL_PREFIXES))
+            )
             if extra:
                 options_named = sorted({option for prefix, option in _COUNTED_BY for n in extra if prefix in n})
-                raise InputError(f"weight file {path!r} holds datasets the options do not describe: {extra[:4]}"
-                                 f"{' ...' if len(extra) > 4 else ''}; the file and the options disagree: fix "
-                                 f"{', '.join(options_named) or 'the architecture'} in the options to match the "
-                                 "file")
+                raise InputError(
+                    f"weight file {path!r} holds datasets the options do not describe: {extra[:4]}"
+                    f"{' ...' if len(extra) > 4 else ''}; the file and the options disagree: fix "
+                    f"{', '.join(options_named) or 'the architecture'} in the options to match the "
+                    "file"
+                )
             for name in expected:
                 array = np.asarray(f[name][...], dtype=np.float32)
                 _check_finite(array, name, path)
                 yield name, array
     except OSError as err:
-        raise InputError(f"{path!r} is not a valid/complete hdf5 weight file ({err}); download or write it "
-                         "again (a truncated download, an empty file or a text file gives this)"
-                         f"{cached_copy_hint(path)}") from None
+        raise InputError(
+            f"{path!r} is not a valid/complete hdf5 weight file ({err}); download or write it "
+            "again (a truncated download, an empty file or a text file gives this)"
+            f"{cached_copy_hint(path)}"
+        ) from None
 
 
 def _check_finite(array: np.ndarray, name: str, path: str) -> None:
@@ -266,8 +282,10 @@ def _check_finite(array: np.ndarray, name: str, path: str) -> None:
         return
     bad = array.size - np.count_nonzero(np.isfinite(array))
     if bad:
-        raise InputError(f"weight file {path!r}: dataset '{name}' holds {bad} NaN or infinite value(s) of "
-                         f"{array.size}; the file is damaged: download or write it again{cached_copy_hint(path)}")
+        raise InputError(
+            f"weight file {path!r}: dataset '{name}' holds {bad} NaN or infinite value(s) of "
+            f"{array.size}; the file is damaged: download or write it again{cached_copy_hint(path)}"
+        )
 
 
 def _check_dataset(node, name: str, shape: tuple[int, ...], path: str, options: dict) -> None:
@@ -275,11 +293,15 @@ def _check_dataset(node, name: str, shape: tuple[int, ...], path: str, options: 
     import h5py
 
     if not isinstance(node, h5py.Dataset):
-        raise InputError(f"weight file {path!r}: '{name}' is a {type(node).__name__}, expected a dataset of "
-                         f"shape {shape}; the file is not in the bilm-tf/AllenNLP layout")
+        raise InputError(
+            f"weight file {path!r}: '{name}' is a {type(node).__name__}, expected a dataset of "
+            f"shape {shape}; the file is not in the bilm-tf/AllenNLP layout"
+        )
     if node.dtype.kind not in "fiu":
-        raise InputError(f"weight file {path!r}: dataset '{name}' holds {node.dtype} values, expected numbers "
-                         f"(float32) of shape {shape}")
+        raise InputError(
+            f"weight file {path!r}: dataset '{name}' holds {node.dtype} values, expected numbers "
+            f"(float32) of shape {shape}"
+        )
     if tuple(node.shape) != shape:
         kind, settings = encoder_options(options)
         raise InputError(
@@ -306,5 +328,7 @@ def save_weights_hdf5(bilm: keras.Layer, path: str | os.PathLike) -> None:
 def random_weights(options: dict, seed: int = 0, scale: float = 0.1) -> dict[str, np.ndarray]:
     """Random arrays in the released layout for ``options`` (for tests and benchmarks)."""
     rng = np.random.default_rng(seed)
-    return {name: (rng.standard_normal(shape) * scale).astype(np.float32)
-            for name, shape in expected_shapes(options).items()}
+    return {
+        name: (rng.standard_normal(shape) * scale).astype(np.float32)
+        for name, shape in expected_shapes(options).items()
+    }

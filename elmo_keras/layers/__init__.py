@@ -1,4 +1,5 @@
 """Keras layers of elmo_keras."""
+
 from elmo_keras.layers.bilm import BiLM
 from elmo_keras.layers.char_cnn import CharCNN
 from elmo_keras.layers.fusion import MIX_MODES, LayerConcat, LayerFusion, StackLayers, UnstackLayers, make_layer_mixer
@@ -12,5 +13,22 @@ from elmo_keras.layers.segments import SegmentedEncoder
 from elmo_keras.layers.static import StaticEmbedding
 from elmo_keras.layers.transformer import BiTransformer
 
-__all__ = ["BiGatedCNN", "BiLM", "BiTransformer", "CharCNN", "Highway", "HubElmo", "LayerConcat", "LayerFusion",
-           "MIX_MODES", "MaskedPooling", "ProjectedBiLSTM", "ScalarMix", "SegmentedEncoder", "StackLayers", "StaticEmbedding", "UnstackLayers", "make_layer_mixer"]
+__all__ = [
+    "BiGatedCNN",
+    "BiLM",
+    "BiTransformer",
+    "CharCNN",
+    "Highway",
+    "HubElmo",
+    "LayerConcat",
+    "LayerFusion",
+    "MIX_MODES",
+    "MaskedPooling",
+    "ProjectedBiLSTM",
+    "ScalarMix",
+    "SegmentedEncoder",
+    "StackLayers",
+    "StaticEmbedding",
+    "UnstackLayers",
+    "make_layer_mixer",
+]

@@ -1,5 +1,6 @@
 """BiLM: char CNN + forward/backward contextualizer stacks (projected LSTMs, causal Transformer or gated CNN)
 -> all layer outputs and the token mask."""
+
 from __future__ import annotations
 
 import os
@@ -12,16 +13,16 @@ from keras import ops
 
 from elmo_keras.errors import InputError
 from elmo_keras.io.hub_module import read_hub_module
+from elmo_keras.io.options import encoder_options, load_options, normalize_options
+from elmo_keras.io.weights import get_weight_arrays, iter_weights_hdf5, set_weight_arrays
 from elmo_keras.layers.char_cnn import CharCNN
 from elmo_keras.layers.gated_cnn import BiGatedCNN
 from elmo_keras.layers.initializers import weights_loaded_next
 from elmo_keras.layers.lstm import ProjectedBiLSTM, prefix_lengths
 from elmo_keras.layers.transformer import BiTransformer
-from elmo_keras.io.options import encoder_options, load_options, normalize_options
 from elmo_keras.presets import preset_files
 from elmo_keras.saving import serializable
 from elmo_keras.text import boundary_char_ids, check_char_ids
-from elmo_keras.io.weights import get_weight_arrays, iter_weights_hdf5, set_weight_arrays
 
 
 @serializable
@@ -68,14 +69,22 @@ class BiLM(keras.layers.Layer):
     ```
     """
 
-    def __init__(self, options: dict, stateful: bool = False, max_batch_size: int = 128,
-                 add_sentence_boundaries: bool = True, **kwargs):
+    def __init__(
+        self,
+        options: dict,
+        stateful: bool = False,
+        max_batch_size: int = 128,
+        add_sentence_boundaries: bool = True,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.options = normalize_options(options)
         self.encoder_type, settings = encoder_options(self.options)
         if stateful and self.encoder_type != "lstm":
-            raise InputError(f"stateful=True carries LSTM states from call to call; a {self.encoder_type} biLM has "
-                             "none: use stateful=False")
+            raise InputError(
+                f"stateful=True carries LSTM states from call to call; a {self.encoder_type} biLM has "
+                "none: use stateful=False"
+            )
         self.stateful = stateful
         self.add_sentence_boundaries = add_sentence_boundaries
         self.max_batch_size = max_batch_size
@@ -83,11 +92,17 @@ class BiLM(keras.layers.Layer):
         self.projection_dim = settings["projection_dim"]
         self.num_layers = settings["n_layers"]
         self.max_characters_per_token = cnn["max_characters_per_token"]
-        self.char_cnn = CharCNN(cnn["filters"], char_embed_dim=cnn["embedding"]["dim"],
-                                num_characters=cnn["n_characters"], activation=cnn["activation"],
-                                num_highway_layers=cnn["n_highway"], projection_dim=self.projection_dim,
-                                max_characters_per_token=self.max_characters_per_token, name="char_cnn",
-                                dtype=self.dtype_policy)
+        self.char_cnn = CharCNN(
+            cnn["filters"],
+            char_embed_dim=cnn["embedding"]["dim"],
+            num_characters=cnn["n_characters"],
+            activation=cnn["activation"],
+            num_highway_layers=cnn["n_highway"],
+            projection_dim=self.projection_dim,
+            max_characters_per_token=self.max_characters_per_token,
+            name="char_cnn",
+            dtype=self.dtype_policy,
+        )
         # Tracked under its type's name, so an LSTM's weights stay at ".../lstm" in .keras files.
         setattr(self, self.encoder_type, _make_encoder(self.encoder_type, settings, dtype=self.dtype_policy))
 
@@ -103,8 +118,13 @@ class BiLM(keras.layers.Layer):
 
     # -- construction: one path (options + released-layout arrays), three sources ----------------------
     @classmethod
-    def from_weights(cls, options: dict, arrays: Mapping[str, np.ndarray] | Iterable[tuple[str, np.ndarray]],
-                     trainable: bool = False, **kwargs) -> "BiLM":
+    def from_weights(
+        cls,
+        options: dict,
+        arrays: Mapping[str, np.ndarray] | Iterable[tuple[str, np.ndarray]],
+        trainable: bool = False,
+        **kwargs,
+    ) -> "BiLM":
         """Build from an options dict and {released dataset name: array} (or such pairs, e.g. streamed from a
         file by :func:`~elmo_keras.io.weights.iter_weights_hdf5`); frozen by default."""
         bilm = cls(options, trainable=trainable, **kwargs)
@@ -114,16 +134,23 @@ class BiLM(keras.layers.Layer):
         return bilm
 
     @classmethod
-    def from_pretrained(cls, options_file: dict | str | os.PathLike, weight_file: str | os.PathLike,
-                        trainable: bool = False, **kwargs) -> "BiLM":
+    def from_pretrained(
+        cls, options_file: dict | str | os.PathLike, weight_file: str | os.PathLike, trainable: bool = False, **kwargs
+    ) -> "BiLM":
         """Build from an options.json (path or dict) and a released-layout hdf5 weight file (frozen by default)."""
         options = load_options(options_file)
         # one array in memory at a time: the peak is the variables plus the largest array
         return cls.from_weights(options, iter_weights_hdf5(weight_file, options), trainable=trainable, **kwargs)
 
     @classmethod
-    def from_hub(cls, path: str | os.PathLike, boundaries: str | None = None,
-                 use_skip_connections: bool | None = None, trainable: bool = False, **kwargs) -> "BiLM":
+    def from_hub(
+        cls,
+        path: str | os.PathLike,
+        boundaries: str | None = None,
+        use_skip_connections: bool | None = None,
+        trainable: bool = False,
+        **kwargs,
+    ) -> "BiLM":
         """Build from a local TF Hub ELMo module (TF1, or written by ``export_hub_module``); frozen by default.
 
         ``boundaries``: "none" (tokens alone, as TF Hub's module runs), "add" (``<S>``/``</S>``), or None:
@@ -131,8 +158,13 @@ class BiLM(keras.layers.Layer):
         :func:`elmo_keras.io.hub_module.read_hub_module`.
         """
         module = read_hub_module(path, use_skip_connections)
-        return cls.from_weights(module.options, module.arrays, trainable=trainable,
-                                add_sentence_boundaries=module.sentence_boundaries(boundaries), **kwargs)
+        return cls.from_weights(
+            module.options,
+            module.arrays,
+            trainable=trainable,
+            add_sentence_boundaries=module.sentence_boundaries(boundaries),
+            **kwargs,
+        )
 
     @classmethod
     def from_preset(cls, name: str | os.PathLike, trainable: bool = False, **kwargs) -> "BiLM":
@@ -149,11 +181,13 @@ class BiLM(keras.layers.Layer):
         self.encoder.build(None)
         if self.stateful:
             d, p, b = self.options["lstm"]["dim"], self.projection_dim, self.max_batch_size
-            self.state_vars = [(self.add_weight(name=f"state_c_{k}", shape=(2, b, d), initializer="zeros",
-                                                trainable=False),
-                                self.add_weight(name=f"state_h_{k}", shape=(2, b, p), initializer="zeros",
-                                                trainable=False))
-                               for k in range(self.num_layers)]
+            self.state_vars = [
+                (
+                    self.add_weight(name=f"state_c_{k}", shape=(2, b, d), initializer="zeros", trainable=False),
+                    self.add_weight(name=f"state_h_{k}", shape=(2, b, p), initializer="zeros", trainable=False),
+                )
+                for k in range(self.num_layers)
+            ]
         for layer in (self.char_cnn, self.encoder):  # made before `trainable` reached them: freeze (or not) them
             layer.trainable = self.trainable
         self.built = True
@@ -200,14 +234,18 @@ class BiLM(keras.layers.Layer):
         if isinstance(inputs, (tuple, list)):  # (token vectors [B, T, P], mask [B, T]): e.g. from a token cache
             return self._contextualize(*inputs, boundary_embeddings=boundary_embeddings, step_weights=step_weights)
         char_ids = check_char_ids(inputs, self.max_characters_per_token, self.options["char_cnn"]["n_characters"])
-        return self._contextualize(self.char_cnn(char_ids, trim_padding=trim_padding),
-                                   ops.any(char_ids > 0, axis=-1),
-                                   boundary_embeddings=boundary_embeddings, step_weights=step_weights)
+        return self._contextualize(
+            self.char_cnn(char_ids, trim_padding=trim_padding),
+            ops.any(char_ids > 0, axis=-1),
+            boundary_embeddings=boundary_embeddings,
+            step_weights=step_weights,
+        )
 
     def _contextualize(self, token_embeddings, mask, boundary_embeddings=None, step_weights=None):
         mask = ops.cast(mask, "bool")
         lengths = prefix_lengths(
-            mask, "elmo_keras: padding tokens (all-zero char ids) must come after the real tokens of each row")
+            mask, "elmo_keras: padding tokens (all-zero char ids) must come after the real tokens of each row"
+        )
         fmask = ops.cast(mask, self.compute_dtype)[..., None]
         tokens = ops.cast(token_embeddings, self.compute_dtype) * fmask  # [B, T, P]
         if self.add_sentence_boundaries:
@@ -227,8 +265,9 @@ class BiLM(keras.layers.Layer):
         if boundary_embeddings is None:
             boundary_embeddings = self.boundary_embeddings()
         bos, eos = ops.unstack(ops.cast(boundary_embeddings, tokens.dtype), 2)
-        with_bounds = ops.concatenate([ops.broadcast_to(bos, (batch, 1, p)), tokens,
-                                       ops.zeros((batch, 1, p), tokens.dtype)], axis=1)
+        with_bounds = ops.concatenate(
+            [ops.broadcast_to(bos, (batch, 1, p)), tokens, ops.zeros((batch, 1, p), tokens.dtype)], axis=1
+        )
         positions = ops.arange(steps + 2)[None, :]
         is_eos = ops.equal(positions, (lengths + 1)[:, None])[..., None]
         with_bounds = ops.where(is_eos, ops.broadcast_to(eos, ops.shape(with_bounds)), with_bounds)
@@ -242,8 +281,10 @@ class BiLM(keras.layers.Layer):
             return self.lstm(inputs, mask, step_weights=step_weights, return_final_state=False)[0]
         batch = ops.shape(inputs)[0]
         tf.debugging.assert_less_equal(
-            batch, self.max_batch_size,
-            message=f"elmo_keras: stateful BiLM got more rows than max_batch_size={self.max_batch_size}")
+            batch,
+            self.max_batch_size,
+            message=f"elmo_keras: stateful BiLM got more rows than max_batch_size={self.max_batch_size}",
+        )
         initial_state = [(c[:, :batch], h[:, :batch]) for c, h in self.state_vars]
         outputs, final_state = self.lstm(inputs, mask, initial_state=initial_state, step_weights=step_weights)
         for (c_var, h_var), (c, h) in zip(self.state_vars, final_state):
@@ -255,17 +296,25 @@ class BiLM(keras.layers.Layer):
         shape = inputs[1].shape if isinstance(inputs, (tuple, list)) else inputs.shape
         batch, steps = shape[0], shape[1]
         dim = 2 * self.projection_dim
-        return {"layers": [keras.KerasTensor((batch, steps, dim), dtype=self.compute_dtype)
-                           for _ in range(self.num_layers + 1)],
-                "mask": keras.KerasTensor((batch, steps), dtype="bool")}
+        return {
+            "layers": [
+                keras.KerasTensor((batch, steps, dim), dtype=self.compute_dtype) for _ in range(self.num_layers + 1)
+            ],
+            "mask": keras.KerasTensor((batch, steps), dtype="bool"),
+        }
 
     @property
     def output_dim(self) -> int:
         return 2 * self.projection_dim
 
     def get_config(self):
-        return {**super().get_config(), "options": self.options, "stateful": self.stateful,
-                "max_batch_size": self.max_batch_size, "add_sentence_boundaries": self.add_sentence_boundaries}
+        return {
+            **super().get_config(),
+            "options": self.options,
+            "stateful": self.stateful,
+            "max_batch_size": self.max_batch_size,
+            "add_sentence_boundaries": self.add_sentence_boundaries,
+        }
 
 
 def check_concrete_inputs(inputs, n_characters: int) -> None:
@@ -290,9 +339,11 @@ def check_concrete_inputs(inputs, n_characters: int) -> None:
         bad = np.argwhere((values < 0) | (values >= n_characters))
         if len(bad):
             row, token, slot = bad[0]
-            raise InputError(f"char ids must be in [0, {n_characters}) (0 = padding token): row {row}, token {token} "
-                             f"has id {values[row, token, slot]} at character {slot}; make char ids with "
-                             "elmo_keras.batch_to_ids(token_lists), or pass text")
+            raise InputError(
+                f"char ids must be in [0, {n_characters}) (0 = padding token): row {row}, token {token} "
+                f"has id {values[row, token, slot]} at character {slot}; make char ids with "
+                "elmo_keras.batch_to_ids(token_lists), or pass text"
+            )
         mask, padding_is = values.any(axis=-1), "all-zero char ids"
     else:
         return
@@ -300,19 +351,44 @@ def check_concrete_inputs(inputs, n_characters: int) -> None:
     if len(gaps):
         row, token = gaps[0][0], gaps[0][1] + 1
         padding = int(np.argmin(mask[row]))
-        raise InputError(f"row {row}: token {token} is a real token after padding ({padding_is}) at token {padding}; "
-                         "padding must come after the real tokens of each row: drop empty tokens, or pad at the "
-                         "end (elmo_keras.tasks.models.pad_tokens does)")
+        raise InputError(
+            f"row {row}: token {token} is a real token after padding ({padding_is}) at token {padding}; "
+            "padding must come after the real tokens of each row: drop empty tokens, or pad at the "
+            "end (elmo_keras.tasks.models.pad_tokens does)"
+        )
 
 
 def _make_encoder(kind: str, settings: dict, **kwargs) -> keras.layers.Layer:
     """The encoder layer of type ``kind`` from its normalised settings (see :mod:`elmo_keras.io.options`)."""
     p, n = settings["projection_dim"], settings["n_layers"]
     if kind == "transformer":
-        return BiTransformer(n, p, num_heads=settings["num_heads"], ff_dim=settings["ff_dim"],
-                             dropout=settings["dropout"], activation=settings["activation"], name=kind, **kwargs)
+        return BiTransformer(
+            n,
+            p,
+            num_heads=settings["num_heads"],
+            ff_dim=settings["ff_dim"],
+            dropout=settings["dropout"],
+            activation=settings["activation"],
+            name=kind,
+            **kwargs,
+        )
     if kind == "gated_cnn":
-        return BiGatedCNN(n, p, kernel_size=settings["kernel_size"], layer_norm=settings["layer_norm"],
-                          dropout=settings["dropout"], name=kind, **kwargs)
-    return ProjectedBiLSTM(n, settings["dim"], p, cell_clip=settings["cell_clip"], proj_clip=settings["proj_clip"],
-                           use_skip_connections=settings["use_skip_connections"], name=kind, **kwargs)
+        return BiGatedCNN(
+            n,
+            p,
+            kernel_size=settings["kernel_size"],
+            layer_norm=settings["layer_norm"],
+            dropout=settings["dropout"],
+            name=kind,
+            **kwargs,
+        )
+    return ProjectedBiLSTM(
+        n,
+        settings["dim"],
+        p,
+        cell_clip=settings["cell_clip"],
+        proj_clip=settings["proj_clip"],
+        use_skip_connections=settings["use_skip_connections"],
+        name=kind,
+        **kwargs,
+    )

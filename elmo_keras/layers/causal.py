@@ -7,6 +7,7 @@ real step. Each block returns (its output to the next block, the layer output), 
 put back in reading order, and layer k is ``[forward_k ; backward_k]``, zero at masked steps, as
 :class:`~elmo_keras.layers.ProjectedBiLSTM` gives it.
 """
+
 from __future__ import annotations
 
 import keras
@@ -68,5 +69,9 @@ class CausalBiEncoder(keras.layers.Layer):
         return outputs
 
     def get_config(self):
-        return {**super().get_config(), "num_layers": self.num_layers, "projection_dim": self.projection_dim,
-                "dropout": self.dropout}
+        return {
+            **super().get_config(),
+            "num_layers": self.num_layers,
+            "projection_dim": self.projection_dim,
+            "dropout": self.dropout,
+        }

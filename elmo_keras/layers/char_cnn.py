@@ -1,4 +1,5 @@
 """Character CNN token encoder: char ids [..., max_characters_per_token] -> token vectors [..., projection_dim]."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -6,11 +7,11 @@ from collections.abc import Sequence
 import keras
 from keras import ops
 
-from elmo_keras.utils.deprecation import renamed_arguments
 from elmo_keras.layers.highway import Highway
 from elmo_keras.layers.initializers import initializer
 from elmo_keras.saving import serializable
 from elmo_keras.text import PAD_CHAR
+from elmo_keras.utils.deprecation import renamed_arguments
 
 PAD_ID = PAD_CHAR + 1  # the shifted id of the padding character inside a token
 
@@ -59,9 +60,17 @@ class CharCNN(keras.layers.Layer):
     """
 
     @renamed_arguments(n_characters="num_characters", n_highway="num_highway_layers")
-    def __init__(self, filters: Sequence[Sequence[int]], char_embed_dim: int = 16, num_characters: int = 262,
-                 activation: str = "relu", num_highway_layers: int = 2, projection_dim: int = 512,
-                 max_characters_per_token: int = 50, **kwargs):
+    def __init__(
+        self,
+        filters: Sequence[Sequence[int]],
+        char_embed_dim: int = 16,
+        num_characters: int = 262,
+        activation: str = "relu",
+        num_highway_layers: int = 2,
+        projection_dim: int = 512,
+        max_characters_per_token: int = 50,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         if activation not in ("relu", "tanh"):
             raise ValueError(f"activation must be 'relu' or 'tanh', got {activation!r}")
@@ -82,17 +91,26 @@ class CharCNN(keras.layers.Layer):
 
     def build(self, input_shape=None):
         # Row 0 (padding id) is not a variable: it is a constant zero row put in front at call time.
-        self.char_embed = self.add_weight(name="char_embed", shape=(self.num_characters - 1, self.char_embed_dim),
-                                          initializer=initializer(keras.initializers.RandomUniform(-1.0, 1.0)))
+        self.char_embed = self.add_weight(
+            name="char_embed",
+            shape=(self.num_characters - 1, self.char_embed_dim),
+            initializer=initializer(keras.initializers.RandomUniform(-1.0, 1.0)),
+        )
         self.conv_kernels, self.conv_biases = [], []
         for i, (width, num) in enumerate(self.filters):
-            self.conv_kernels.append(self.add_weight(name=f"W_cnn_{i}", shape=(width, self.char_embed_dim, num),
-                                                     initializer=initializer("glorot_uniform")))
+            self.conv_kernels.append(
+                self.add_weight(
+                    name=f"W_cnn_{i}",
+                    shape=(width, self.char_embed_dim, num),
+                    initializer=initializer("glorot_uniform"),
+                )
+            )
             self.conv_biases.append(self.add_weight(name=f"b_cnn_{i}", shape=(num,), initializer="zeros"))
         self.highway.build((None, self.num_filters))
         if self.use_projection:
-            self.proj_kernel = self.add_weight(name="W_proj", shape=(self.num_filters, self.projection_dim),
-                                               initializer=initializer("glorot_uniform"))
+            self.proj_kernel = self.add_weight(
+                name="W_proj", shape=(self.num_filters, self.projection_dim), initializer=initializer("glorot_uniform")
+            )
             self.proj_bias = self.add_weight(name="b_proj", shape=(self.projection_dim,), initializer="zeros")
 
     def embedding_table(self):
@@ -136,7 +154,7 @@ class CharCNN(keras.layers.Layer):
         pooled = []
         for (width, _), kernel, bias in zip(self.filters, self.conv_kernels, self.conv_biases):
             if trim_padding:
-                conv = ops.conv(chars[:, :ops.minimum(span + width - 1, chars_per_token)], kernel, padding="valid")
+                conv = ops.conv(chars[:, : ops.minimum(span + width - 1, chars_per_token)], kernel, padding="valid")
                 left_out = ops.where(over_padding, conv[-1:, 0], ops.zeros_like(conv[-1:, 0]))  # [N, n]
                 left_out = ops.where(span < chars_per_token - width + 1, left_out, float("-inf"))
                 best = ops.maximum(ops.max(conv, axis=1), left_out)
@@ -154,7 +172,13 @@ class CharCNN(keras.layers.Layer):
         return (*input_shape[:-1], self.projection_dim)
 
     def get_config(self):
-        return {**super().get_config(), "filters": self.filters, "char_embed_dim": self.char_embed_dim,
-                "num_characters": self.num_characters, "activation": self.activation,
-                "num_highway_layers": self.num_highway_layers, "projection_dim": self.projection_dim,
-                "max_characters_per_token": self.max_characters_per_token}
+        return {
+            **super().get_config(),
+            "filters": self.filters,
+            "char_embed_dim": self.char_embed_dim,
+            "num_characters": self.num_characters,
+            "activation": self.activation,
+            "num_highway_layers": self.num_highway_layers,
+            "projection_dim": self.projection_dim,
+            "max_characters_per_token": self.max_characters_per_token,
+        }

@@ -1,4 +1,5 @@
 """Ways to combine the biLM layers into one sequence, selectable by name (see ``make_layer_mixer``)."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -105,8 +106,10 @@ class StackLayers(keras.layers.Layer):
 
     def compute_output_spec(self, inputs, mask=None):
         batch, steps, dim = inputs[0].shape
-        return {"layers": keras.KerasTensor((batch, steps, len(inputs), dim), dtype=inputs[0].dtype),
-                "mask": keras.KerasTensor((batch, steps), dtype="bool")}
+        return {
+            "layers": keras.KerasTensor((batch, steps, len(inputs), dim), dtype=inputs[0].dtype),
+            "mask": keras.KerasTensor((batch, steps), dtype="bool"),
+        }
 
 
 @serializable
@@ -195,8 +198,9 @@ class LayerFusion(keras.layers.Layer):
         return {**super().get_config(), "hidden": self.hidden}
 
 
-def make_layer_mixer(mix: str, num_layers: int, mix_weights: Sequence[float] | None = None, hidden: int = 256,
-                     name: str = "layer_mix") -> keras.layers.Layer:
+def make_layer_mixer(
+    mix: str, num_layers: int, mix_weights: Sequence[float] | None = None, hidden: int = 256, name: str = "layer_mix"
+) -> keras.layers.Layer:
     """A layer that turns ``num_layers`` tensors [B, T, D] (with mask) into one [B, T, D'] (with mask).
 
     mix: "trainable" (softmax weights + gamma, ScalarMix), "fixed" (``mix_weights`` as given), "mlp"
@@ -217,6 +221,7 @@ def make_layer_mixer(mix: str, num_layers: int, mix_weights: Sequence[float] | N
         raise ValueError("mix='fixed' needs mix_weights, e.g. mix_weights=[0.45, 0.15, 0.40]")
     if mix == "fixed" and len(mix_weights) != num_layers:
         raise ValueError(f"mix_weights has {len(mix_weights)} values for {num_layers} layers")
-    fixed = {"fixed": mix_weights, "average": [1.0 / num_layers] * num_layers,
-             "top": [0.0] * (num_layers - 1) + [1.0]}[mix]
+    fixed = {"fixed": mix_weights, "average": [1.0 / num_layers] * num_layers, "top": [0.0] * (num_layers - 1) + [1.0]}[
+        mix
+    ]
     return ScalarMix(num_layers, mix_weights=fixed, trainable_gamma=False, name=name)

@@ -6,6 +6,7 @@ Block (the convolution at step t sees steps t - kernel_size + 1 .. t of its dire
     [a ; b] = CausalConv1D_2P(x)
     x = LN(x + Dropout(a * sigmoid(b)))        (LN only with layer_norm; x is the layer output and goes on)
 """
+
 from __future__ import annotations
 
 import keras
@@ -77,15 +78,23 @@ class BiGatedCNN(CausalBiEncoder):
     ```
     """
 
-    def __init__(self, num_layers: int, projection_dim: int, kernel_size: int = 5, layer_norm: bool = True,
-                 dropout: float = 0.1, **kwargs):
+    def __init__(
+        self,
+        num_layers: int,
+        projection_dim: int,
+        kernel_size: int = 5,
+        layer_norm: bool = True,
+        dropout: float = 0.1,
+        **kwargs,
+    ):
         super().__init__(num_layers, projection_dim, dropout, **kwargs)
         self.kernel_size = kernel_size
         self.layer_norm = layer_norm
 
     def make_block(self, name: str) -> keras.layers.Layer:
-        return _GatedConvBlock(self.projection_dim, self.kernel_size, self.layer_norm, self.dropout, name=name,
-                               dtype=self.dtype_policy)
+        return _GatedConvBlock(
+            self.projection_dim, self.kernel_size, self.layer_norm, self.dropout, name=name, dtype=self.dtype_policy
+        )
 
     def get_config(self):
         return {**super().get_config(), "kernel_size": self.kernel_size, "layer_norm": self.layer_norm}

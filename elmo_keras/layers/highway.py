@@ -1,4 +1,5 @@
 """Highway layers as in bilm-tf: y = g * relu(x W_t + b_t) + (1 - g) * x, g = sigmoid(x W_c + b_c)."""
+
 from __future__ import annotations
 
 import keras
@@ -50,15 +51,20 @@ class Highway(keras.layers.Layer):
             raise ValueError("Highway needs a known last dimension")
         self.carry_kernels, self.carry_biases, self.transform_kernels, self.transform_biases = [], [], [], []
         for k in range(self.num_layers):
-            for part, kernels, biases in (("carry", self.carry_kernels, self.carry_biases),
-                                          ("transform", self.transform_kernels, self.transform_biases)):
-                kernels.append(self.add_weight(name=f"W_{part}_{k}", shape=(dim, dim), initializer=initializer("glorot_uniform")))
+            for part, kernels, biases in (
+                ("carry", self.carry_kernels, self.carry_biases),
+                ("transform", self.transform_kernels, self.transform_biases),
+            ):
+                kernels.append(
+                    self.add_weight(name=f"W_{part}_{k}", shape=(dim, dim), initializer=initializer("glorot_uniform"))
+                )
                 biases.append(self.add_weight(name=f"b_{part}_{k}", shape=(dim,), initializer="zeros"))
 
     def call(self, inputs):
         x = inputs
-        for w_c, b_c, w_t, b_t in zip(self.carry_kernels, self.carry_biases,
-                                      self.transform_kernels, self.transform_biases):
+        for w_c, b_c, w_t, b_t in zip(
+            self.carry_kernels, self.carry_biases, self.transform_kernels, self.transform_biases
+        ):
             gate = ops.sigmoid(ops.matmul(x, w_c) + b_c)
             x = gate * ops.relu(ops.matmul(x, w_t) + b_t) + (1.0 - gate) * x
         return x

@@ -1,4 +1,5 @@
 """HubElmo: a TF Hub ELMo module (TF1 Hub format, or one written by export_hub_module) as a Keras 3 layer."""
+
 from __future__ import annotations
 
 import os
@@ -55,8 +56,7 @@ class HubElmo(keras.layers.Layer):
     ```
     """
 
-    def __init__(self, handle: str | os.PathLike, signature: str = "default", output_key: str = "elmo",
-                 **kwargs):
+    def __init__(self, handle: str | os.PathLike, signature: str = "default", output_key: str = "elmo", **kwargs):
         super().__init__(**kwargs)
         self.handle = os.fspath(handle)
         self.signature = signature
@@ -64,12 +64,14 @@ class HubElmo(keras.layers.Layer):
         self._module = load_module(self.handle)
         self._fn, self._input_keys = signature_function(self._module, self.handle, signature)
         outputs = self._fn.structured_outputs
-        self._lstm_keys = sorted((k for k in outputs if re.fullmatch(r"lstm_outputs\d+", k)),
-                                 key=lambda k: int(k[len("lstm_outputs"):]))
+        self._lstm_keys = sorted(
+            (k for k in outputs if re.fullmatch(r"lstm_outputs\d+", k)), key=lambda k: int(k[len("lstm_outputs") :])
+        )
         valid = [k for k in outputs if k != "sequence_len"] + ["layers"]
         if output_key not in valid:
-            raise ValueError(f"output_key must be one of {valid} (outputs of module {self.handle!r}), "
-                             f"got {output_key!r}")
+            raise ValueError(
+                f"output_key must be one of {valid} (outputs of module {self.handle!r}), got {output_key!r}"
+            )
         self._dims = None
 
     def with_signature(self, signature: str) -> "HubElmo":
@@ -113,7 +115,8 @@ class HubElmo(keras.layers.Layer):
         """The token mask bool [B, T] of token outputs (one per layer for "layers"), computed as the module
         counts tokens: single-space split for "default", ``sequence_len`` for "tokens"."""
         if self.output_key == "default" or keras.backend.is_keras_tensor(
-                inputs["tokens"] if isinstance(inputs, dict) else inputs):
+            inputs["tokens"] if isinstance(inputs, dict) else inputs
+        ):
             return None  # pooled output; or a symbolic call (a functional model computes it when it runs)
         module_inputs = self._module_inputs(inputs)
         if self.signature == "default":
@@ -146,5 +149,9 @@ class HubElmo(keras.layers.Layer):
         return keras.KerasTensor((batch, steps, dims[self.output_key]), dtype=self.compute_dtype)
 
     def get_config(self):
-        return {**super().get_config(), "handle": self.handle, "signature": self.signature,
-                "output_key": self.output_key}
+        return {
+            **super().get_config(),
+            "handle": self.handle,
+            "signature": self.signature,
+            "output_key": self.output_key,
+        }

@@ -5,6 +5,7 @@ memory on top of the variables, all overwritten right away by the loaded weights
 :func:`weights_loaded_next` the variables start as zeros instead, in host buffers whose pages are never touched
 (:mod:`elmo_keras.utils.host_memory`): they cost no resident memory until the loaded weights replace them.
 """
+
 from __future__ import annotations
 
 import contextlib

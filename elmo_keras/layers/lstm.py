@@ -20,6 +20,7 @@ can run the two directions side by side). A caller that runs a frozen LSTM many 
 [P, D] (optionally the input-to-gate kernel too), on which bfloat16 GEMMs with few rows run about twice as
 fast (see :func:`transposed_layout_pays`). The loops are ``tf.while_loop`` s (TensorFlow backend).
 """
+
 from __future__ import annotations
 
 import keras
@@ -27,9 +28,9 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
-from elmo_keras.utils.deprecation import renamed_arguments
 from elmo_keras.layers.initializers import initializer
 from elmo_keras.saving import serializable
+from elmo_keras.utils.deprecation import renamed_arguments
 
 #: rows (steps x batch) of a frozen LSTM's input-to-gate GEMMs: TensorFlow's CPU GEMM runs a product with
 #: many more columns than rows at about half speed from 128 rows on 2 threads (Eigen then shards the rows)
@@ -47,8 +48,10 @@ def transposed_layout_pays(dim: int, projection_dim: int, dtype: str) -> bool:
     were equally fast (906-990 vs 903-1018 tokens/s) and the copy costs 168 MB, and on the small size (1 MB
     in bfloat16) the transposed layout was slower. Hence: bfloat16 and W_h of at least 8 MiB.
     """
-    return (keras.backend.standardize_dtype(dtype) == "bfloat16"
-            and projection_dim * 4 * dim * np.dtype(dtype).itemsize >= TRANSPOSED_FROM_BYTES)
+    return (
+        keras.backend.standardize_dtype(dtype) == "bfloat16"
+        and projection_dim * 4 * dim * np.dtype(dtype).itemsize >= TRANSPOSED_FROM_BYTES
+    )
 
 
 def prefix_lengths(mask, message: str):
@@ -125,8 +128,16 @@ class ProjectedBiLSTM(keras.layers.Layer):
     """
 
     @renamed_arguments(n_layers="num_layers")
-    def __init__(self, num_layers: int, dim: int, projection_dim: int, cell_clip: float | None = None,
-                 proj_clip: float | None = None, use_skip_connections: bool = False, **kwargs):
+    def __init__(
+        self,
+        num_layers: int,
+        dim: int,
+        projection_dim: int,
+        cell_clip: float | None = None,
+        proj_clip: float | None = None,
+        use_skip_connections: bool = False,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.num_layers = num_layers
         self.dim = dim
@@ -140,17 +151,23 @@ class ProjectedBiLSTM(keras.layers.Layer):
         self.kernels, self.biases, self.projections = [], [], []
         for k in range(self.num_layers):
             # kernel rows: the layer input (P) then h_{t-1} (P), as in the released W_0.
-            self.kernels.append(self.add_weight(name=f"kernel_{k}", shape=(2, 2 * p, 4 * d),
-                                                initializer=initializer("glorot_uniform")))
+            self.kernels.append(
+                self.add_weight(name=f"kernel_{k}", shape=(2, 2 * p, 4 * d), initializer=initializer("glorot_uniform"))
+            )
             self.biases.append(self.add_weight(name=f"bias_{k}", shape=(2, 4 * d), initializer="zeros"))
-            self.projections.append(self.add_weight(name=f"projection_{k}", shape=(2, d, p),
-                                                    initializer=initializer("glorot_uniform")))
+            self.projections.append(
+                self.add_weight(name=f"projection_{k}", shape=(2, d, p), initializer=initializer("glorot_uniform"))
+            )
 
     def zero_state(self, batch_size) -> list:
         """Zero initial state for ``batch_size`` rows: a list of (c [2, B, D], h [2, B, P])."""
-        return [(ops.zeros((2, batch_size, self.dim), "float32"),
-                 ops.zeros((2, batch_size, self.projection_dim), self.compute_dtype))
-                for _ in range(self.num_layers)]
+        return [
+            (
+                ops.zeros((2, batch_size, self.dim), "float32"),
+                ops.zeros((2, batch_size, self.projection_dim), self.compute_dtype),
+            )
+            for _ in range(self.num_layers)
+        ]
 
     @staticmethod
     def _clip(x, limit: float | None):
@@ -158,13 +175,15 @@ class ProjectedBiLSTM(keras.layers.Layer):
         maximum, the same numbers; in the per-step loop every op counts)."""
         if limit is None:
             return x
-        return tf.raw_ops.ClipByValue(t=x, clip_value_min=tf.constant(-limit, x.dtype),
-                                      clip_value_max=tf.constant(limit, x.dtype))
+        return tf.raw_ops.ClipByValue(
+            t=x, clip_value_min=tf.constant(-limit, x.dtype), clip_value_max=tf.constant(limit, x.dtype)
+        )
 
     def transposed_step_weights(self, input_kernel: bool = False) -> list:
         """A snapshot of the per-step weights, transposed: per layer, per direction ``(W_x^T [4D, P] or None,
         W_h^T [4D, P], W_P^T [P, D])`` in the compute dtype, for ``call(..., step_weights=...)``; W_x^T (the
         input-to-gate kernel) only with ``input_kernel``. Taken now: made again after the weights change."""
+
         def transposed(k, d):
             w_x, w_h, _, w_p = self._direction_weights(k, d)
             return tf.transpose(w_x) if input_kernel else None, tf.transpose(w_h), tf.transpose(w_p)
@@ -175,8 +194,12 @@ class ProjectedBiLSTM(keras.layers.Layer):
         """(W_x [P, 4D], W_h [P, 4D], b [4D], W_P [D, P]) of layer ``k``, one direction, in the compute dtype."""
         p, dtype = self.projection_dim, self.compute_dtype
         kernel = ops.cast(self.kernels[k][direction], dtype)
-        return (kernel[:p], kernel[p:], ops.cast(self.biases[k][direction], dtype),
-                ops.cast(self.projections[k][direction], dtype))
+        return (
+            kernel[:p],
+            kernel[p:],
+            ops.cast(self.biases[k][direction], dtype),
+            ops.cast(self.projections[k][direction], dtype),
+        )
 
     def _cell(self, gates, c, w_p, transposed: bool = False):
         """Gates [B, 4D] (i, j, f, o), c [B, D] float32 -> (c_t, h_t): the element-wise math and projection
@@ -202,8 +225,10 @@ class ProjectedBiLSTM(keras.layers.Layer):
         weights = [self._direction_weights(k, direction) for direction in (0, 1)]
         transposed = step_weights is not None
         if transposed:
-            weights = [(w_x if w_x_t is None else w_x_t, w_h_t, b, w_p_t)
-                       for (w_x, _, b, _), (w_x_t, w_h_t, w_p_t) in zip(weights, step_weights)]
+            weights = [
+                (w_x if w_x_t is None else w_x_t, w_h_t, b, w_p_t)
+                for (w_x, _, b, _), (w_x_t, w_h_t, w_p_t) in zip(weights, step_weights)
+            ]
         # the input-to-gate kernel: [P, 4D] as released, or [4D, P] from the snapshot
         input_product = "tbp,gp->tbg" if transposed and step_weights[0][0] is not None else "tbp,pg->tbg"
         steps = tf.shape(xs[0])[0]
@@ -240,8 +265,9 @@ class ProjectedBiLSTM(keras.layers.Layer):
                 return (end, *run_steps(start, end, reads, c, h, out_tas))
 
             # parallel_iterations=1: one chunk at a time (otherwise the loop runs ahead and holds every chunk's gates)
-            _, c, h, out_tas = tf.while_loop(lambda start, *_: start < steps, chunk, (0, list(c), list(h), out_tas),
-                                             parallel_iterations=1)
+            _, c, h, out_tas = tf.while_loop(
+                lambda start, *_: start < steps, chunk, (0, list(c), list(h), out_tas), parallel_iterations=1
+            )
         h_seqs = [ta.stack() for ta in out_tas]
         for h_seq in h_seqs:
             h_seq.set_shape([None, None, self.projection_dim])
@@ -251,7 +277,8 @@ class ProjectedBiLSTM(keras.layers.Layer):
         x = ops.transpose(inputs, (1, 0, 2))  # [T, B, P]
         mask = ops.cast(mask, "bool")
         lengths = prefix_lengths(  # each row read backwards from its own last step needs padding last
-            mask, "elmo_keras: ProjectedBiLSTM's mask must be True for each row's first steps, False after them")
+            mask, "elmo_keras: ProjectedBiLSTM's mask must be True for each row's first steps, False after them"
+        )
         m = ops.transpose(mask, (1, 0))[..., None]  # [T, B, 1]
         xs = [x, _reverse_rows(x, lengths)]  # processing order of each direction: real steps first
         if initial_state is None:
@@ -259,20 +286,33 @@ class ProjectedBiLSTM(keras.layers.Layer):
         outputs, final_state = [], []
         for k in range(self.num_layers):
             c0, h0 = initial_state[k]
-            h_seqs, (c, h) = self._scan_layer(k, xs, m, tf.unstack(ops.cast(c0, "float32"), 2),
-                                              tf.unstack(ops.cast(h0, self.compute_dtype), 2),
-                                              None if step_weights is None else step_weights[k], return_final_state)
+            h_seqs, (c, h) = self._scan_layer(
+                k,
+                xs,
+                m,
+                tf.unstack(ops.cast(c0, "float32"), 2),
+                tf.unstack(ops.cast(h0, self.compute_dtype), 2),
+                None if step_weights is None else step_weights[k],
+                return_final_state,
+            )
             if self.use_skip_connections and k > 0:
                 h_seqs = [h_d + x_d for h_d, x_d in zip(h_seqs, xs)]
             h_seqs = [ops.where(m, h_d, ops.zeros_like(h_d)) for h_d in h_seqs]  # padded steps: zero, once
             if return_final_state:
                 final_state.append((ops.stack(c), ops.stack(h)))
-            outputs.append(ops.transpose(ops.concatenate([h_seqs[0], _reverse_rows(h_seqs[1], lengths)], axis=-1),
-                                         (1, 0, 2)))  # [B, T, 2P]: forward ; backward, both in reading order
+            outputs.append(
+                ops.transpose(ops.concatenate([h_seqs[0], _reverse_rows(h_seqs[1], lengths)], axis=-1), (1, 0, 2))
+            )  # [B, T, 2P]: forward ; backward, both in reading order
             xs = h_seqs
         return outputs, final_state if return_final_state else None
 
     def get_config(self):
-        return {**super().get_config(), "num_layers": self.num_layers, "dim": self.dim,
-                "projection_dim": self.projection_dim, "cell_clip": self.cell_clip, "proj_clip": self.proj_clip,
-                "use_skip_connections": self.use_skip_connections}
+        return {
+            **super().get_config(),
+            "num_layers": self.num_layers,
+            "dim": self.dim,
+            "projection_dim": self.projection_dim,
+            "cell_clip": self.cell_clip,
+            "proj_clip": self.proj_clip,
+            "use_skip_connections": self.use_skip_connections,
+        }

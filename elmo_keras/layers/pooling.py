@@ -1,4 +1,5 @@
 """Masked pooling over time: [B, T, D] (+ mask [B, T]) -> [B, len(modes) * D]."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -1,4 +1,5 @@
 """ScalarMix: gamma * sum_k s_k * h_k with s = softmax(w) (trainable) or user-fixed weights."""
+
 from __future__ import annotations
 
 import warnings
@@ -7,8 +8,8 @@ from collections.abc import Sequence
 import keras
 from keras import ops
 
-from elmo_keras.utils.deprecation import renamed_arguments
 from elmo_keras.saving import serializable
+from elmo_keras.utils.deprecation import renamed_arguments
 
 _DROPPED_LOGIT = -1e4  # a dropped layer's weight logit: softmax gives it ~0 weight
 
@@ -60,10 +61,18 @@ class ScalarMix(keras.layers.Layer):
     """
 
     @renamed_arguments(fixed_weights="mix_weights", gamma="initial_gamma")
-    def __init__(self, num_layers: int | None = None, mix_weights: Sequence[float] | None = None,
-                 initial_logits: Sequence[float] | None = None, initial_gamma: float = 1.0,
-                 trainable_gamma: bool = True, do_layer_norm: bool = False, weight_dropout: float = 0.0,
-                 l2_coef: float = 0.0, **kwargs):
+    def __init__(
+        self,
+        num_layers: int | None = None,
+        mix_weights: Sequence[float] | None = None,
+        initial_logits: Sequence[float] | None = None,
+        initial_gamma: float = 1.0,
+        trainable_gamma: bool = True,
+        do_layer_norm: bool = False,
+        weight_dropout: float = 0.0,
+        l2_coef: float = 0.0,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         if mix_weights is not None:
             mix_weights = [float(w) for w in mix_weights]
@@ -87,13 +96,17 @@ class ScalarMix(keras.layers.Layer):
     @property
     def fixed_weights(self) -> list[float] | None:
         """Deprecated name of :attr:`mix_weights`."""
-        warnings.warn("ScalarMix.fixed_weights is deprecated, use ScalarMix.mix_weights", DeprecationWarning,
-                      stacklevel=2)
+        warnings.warn(
+            "ScalarMix.fixed_weights is deprecated, use ScalarMix.mix_weights", DeprecationWarning, stacklevel=2
+        )
         return self.mix_weights
 
     def build(self, input_shape):
-        if not isinstance(input_shape, (list, tuple)) or not input_shape or not isinstance(input_shape[0],
-                                                                                           (list, tuple)):
+        if (
+            not isinstance(input_shape, (list, tuple))
+            or not input_shape
+            or not isinstance(input_shape[0], (list, tuple))
+        ):
             raise ValueError("ScalarMix is called on a list of tensors")
         n = len(input_shape)
         if self.num_layers is None:
@@ -103,13 +116,17 @@ class ScalarMix(keras.layers.Layer):
         if self.initial_logits is not None and len(self.initial_logits) != n:
             raise ValueError(f"initial_logits has {len(self.initial_logits)} values for {n} layers")
         if self.mix_weights is None:
-            init = (keras.initializers.Constant(self.initial_logits) if self.initial_logits is not None
-                    else "zeros")
+            init = keras.initializers.Constant(self.initial_logits) if self.initial_logits is not None else "zeros"
             regularizer = keras.regularizers.L2(self.l2_coef) if self.l2_coef else None
-            self.logits = self.add_weight(name="scalar_parameters", shape=(n,), initializer=init,
-                                          regularizer=regularizer)
-        self.gamma = self.add_weight(name="gamma", shape=(1,), initializer=keras.initializers.Constant(
-            self.initial_gamma), trainable=self.trainable_gamma)
+            self.logits = self.add_weight(
+                name="scalar_parameters", shape=(n,), initializer=init, regularizer=regularizer
+            )
+        self.gamma = self.add_weight(
+            name="gamma",
+            shape=(1,),
+            initializer=keras.initializers.Constant(self.initial_gamma),
+            trainable=self.trainable_gamma,
+        )
 
     def normalized_weights(self, training: bool = False):
         """The mixing weights s (sum to 1 unless fixed weights say otherwise), float32 [num_layers]."""
@@ -148,7 +165,14 @@ class ScalarMix(keras.layers.Layer):
         return tuple(input_shape[0])
 
     def get_config(self):
-        return {**super().get_config(), "num_layers": self.num_layers, "mix_weights": self.mix_weights,
-                "initial_logits": self.initial_logits, "initial_gamma": self.initial_gamma,
-                "trainable_gamma": self.trainable_gamma, "do_layer_norm": self.do_layer_norm,
-                "weight_dropout": self.weight_dropout, "l2_coef": self.l2_coef}
+        return {
+            **super().get_config(),
+            "num_layers": self.num_layers,
+            "mix_weights": self.mix_weights,
+            "initial_logits": self.initial_logits,
+            "initial_gamma": self.initial_gamma,
+            "trainable_gamma": self.trainable_gamma,
+            "do_layer_norm": self.do_layer_norm,
+            "weight_dropout": self.weight_dropout,
+            "l2_coef": self.l2_coef,
+        }

@@ -1,4 +1,5 @@
 """Encode documents of any length in segments of at most ``max_tokens`` tokens, then pool the segments."""
+
 from __future__ import annotations
 
 import keras
@@ -72,12 +73,16 @@ class SegmentedEncoder(keras.layers.Layer):
         n_segments = tf.maximum((steps + seg_len - 1) // seg_len, 1)
         tokens = tf.pad(tokens, [[0, 0], [0, n_segments * seg_len - steps]])
         segments = tf.transpose(tf.reshape(tokens, [batch, n_segments, seg_len]), [1, 0, 2])  # [S, B, L]
-        encoded = tf.map_fn(lambda seg: self.encoder(seg, training=training), segments,
-                            fn_output_signature=tf.TensorSpec([None, self.output_dim], self._encoded_dtype),
-                            parallel_iterations=1)
+        encoded = tf.map_fn(
+            lambda seg: self.encoder(seg, training=training),
+            segments,
+            fn_output_signature=tf.TensorSpec([None, self.output_dim], self._encoded_dtype),
+            parallel_iterations=1,
+        )
         encoded = tf.transpose(encoded, [1, 0, 2])  # [B, S, 2H]
-        counts = tf.cast(tf.transpose(tf.reduce_sum(tf.cast(tf.not_equal(segments, ""), tf.int32), axis=-1)),
-                         encoded.dtype)[..., None]  # [B, S, 1] tokens per segment
+        counts = tf.cast(
+            tf.transpose(tf.reduce_sum(tf.cast(tf.not_equal(segments, ""), tf.int32), axis=-1)), encoded.dtype
+        )[..., None]  # [B, S, 1] tokens per segment
         seg_max, seg_mean = tf.split(encoded, 2, axis=-1)
         present = counts > 0
         best = tf.reduce_max(tf.where(present, seg_max, tf.cast(float("-inf"), seg_max.dtype)), axis=1)
@@ -90,8 +95,11 @@ class SegmentedEncoder(keras.layers.Layer):
         return keras.KerasTensor((inputs.shape[0], self.output_dim), dtype=self._encoded_dtype)
 
     def get_config(self):
-        return {**super().get_config(), "encoder": keras.saving.serialize_keras_object(self.encoder),
-                "max_tokens": self.max_tokens}
+        return {
+            **super().get_config(),
+            "encoder": keras.saving.serialize_keras_object(self.encoder),
+            "max_tokens": self.max_tokens,
+        }
 
     @classmethod
     def from_config(cls, config):

@@ -1,5 +1,6 @@
 """Static word vectors as a Keras layer, with the same tokenisation and mask as ``Elmo``: the baselines' layer
 (:mod:`elmo_keras.tasks.baselines`) and the task word embedding beside ELMo (``word_embedding=`` of the classifiers)."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -61,8 +62,14 @@ class StaticEmbedding(keras.layers.Layer):
     ```
     """
 
-    def __init__(self, vocabulary: Sequence[str], vectors: np.ndarray | None = None, dim: int | None = None,
-                 embeddings_initializer: str = "uniform", **kwargs):
+    def __init__(
+        self,
+        vocabulary: Sequence[str],
+        vectors: np.ndarray | None = None,
+        dim: int | None = None,
+        embeddings_initializer: str = "uniform",
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.vocabulary = list(vocabulary)
         if len(set(self.vocabulary)) != len(self.vocabulary) or "" in self.vocabulary:
@@ -109,12 +116,17 @@ class StaticEmbedding(keras.layers.Layer):
         return keras.KerasTensor((inputs.shape[0], steps, self.dim), dtype=self.compute_dtype)
 
     def get_config(self):
-        return {**super().get_config(), "vocabulary": self.vocabulary, "dim": self.dim,
-                "embeddings_initializer": self.embeddings_initializer}
+        return {
+            **super().get_config(),
+            "vocabulary": self.vocabulary,
+            "dim": self.dim,
+            "embeddings_initializer": self.embeddings_initializer,
+        }
 
     @classmethod
-    def from_corpus(cls, sentences: Sequence[Sequence[str]], dim: int, min_count: int = 1,
-                    **kwargs) -> "StaticEmbedding":
+    def from_corpus(
+        cls, sentences: Sequence[Sequence[str]], dim: int, min_count: int = 1, **kwargs
+    ) -> "StaticEmbedding":
         """A trainable embedding over the words seen ``min_count`` times in ``sentences`` (token lists), e.g.
         the task's training texts: the word representation ELMo is concatenated with (``word_embedding=`` of
         :func:`elmo_keras.tasks.models.text_classifier`)."""

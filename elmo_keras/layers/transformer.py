@@ -15,6 +15,7 @@ LM loss.
 Sinusoidal positions (Vaswani et al. 2017) are added to each direction's input, counted from the row's first
 token for the forward stack and from its last token for the backward one, so they hold for any length.
 """
+
 from __future__ import annotations
 
 import math
@@ -40,18 +41,19 @@ def sinusoidal_positions(steps, dim: int, dtype):
 class _TransformerBlock(keras.layers.Layer):
     """One pre-LayerNorm block (see the module doc): x [B, T, P] -> (x for the next block, layer output)."""
 
-    def __init__(self, projection_dim: int, num_heads: int, ff_dim: int, dropout: float, activation: str,
-                 **kwargs):
+    def __init__(self, projection_dim: int, num_heads: int, ff_dim: int, dropout: float, activation: str, **kwargs):
         super().__init__(**kwargs)
         policy = self.dtype_policy
         self.attention_norm = keras.layers.LayerNormalization(epsilon=_EPSILON, name="attention_norm", dtype=policy)
-        self.attention = keras.layers.MultiHeadAttention(num_heads, projection_dim // num_heads, dropout=dropout,
-                                                         name="attention", dtype=policy)
+        self.attention = keras.layers.MultiHeadAttention(
+            num_heads, projection_dim // num_heads, dropout=dropout, name="attention", dtype=policy
+        )
         self.ffn_norm = keras.layers.LayerNormalization(epsilon=_EPSILON, name="ffn_norm", dtype=policy)
         self.ffn_in = keras.layers.Dense(ff_dim, activation=activation, name="ffn_in", dtype=policy)
         self.ffn_out = keras.layers.Dense(projection_dim, name="ffn_out", dtype=policy)
-        self.output_norm = keras.layers.LayerNormalization(epsilon=_EPSILON, center=False, scale=False,
-                                                           name="output_norm", dtype=policy)
+        self.output_norm = keras.layers.LayerNormalization(
+            epsilon=_EPSILON, center=False, scale=False, name="output_norm", dtype=policy
+        )
         self.residual_dropout = keras.layers.Dropout(dropout, dtype=policy)
 
     def build(self, input_shape):
@@ -110,8 +112,16 @@ class BiTransformer(CausalBiEncoder):
     ```
     """
 
-    def __init__(self, num_layers: int, projection_dim: int, num_heads: int = 4, ff_dim: int | None = None,
-                 dropout: float = 0.1, activation: str = "relu", **kwargs):
+    def __init__(
+        self,
+        num_layers: int,
+        projection_dim: int,
+        num_heads: int = 4,
+        ff_dim: int | None = None,
+        dropout: float = 0.1,
+        activation: str = "relu",
+        **kwargs,
+    ):
         if projection_dim % num_heads:
             raise ValueError(f"num_heads={num_heads} must divide projection_dim={projection_dim}")
         super().__init__(num_layers, projection_dim, dropout, **kwargs)
@@ -120,12 +130,23 @@ class BiTransformer(CausalBiEncoder):
         self.activation = activation
 
     def make_block(self, name: str) -> keras.layers.Layer:
-        return _TransformerBlock(self.projection_dim, self.num_heads, self.ff_dim, self.dropout, self.activation,
-                                 name=name, dtype=self.dtype_policy)
+        return _TransformerBlock(
+            self.projection_dim,
+            self.num_heads,
+            self.ff_dim,
+            self.dropout,
+            self.activation,
+            name=name,
+            dtype=self.dtype_policy,
+        )
 
     def embed_inputs(self, x):
         return x + sinusoidal_positions(ops.shape(x)[1], self.projection_dim, x.dtype)[None]
 
     def get_config(self):
-        return {**super().get_config(), "num_heads": self.num_heads, "ff_dim": self.ff_dim,
-                "activation": self.activation}
+        return {
+            **super().get_config(),
+            "num_heads": self.num_heads,
+            "ff_dim": self.ff_dim,
+            "activation": self.activation,
+        }

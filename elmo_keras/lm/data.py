@@ -7,6 +7,7 @@ backward, row n + 1 forward, padding). So each direction predicts n + 1 tokens p
 Batches are padded per length bucket: char ids [B, T, max_chars] (0 = padding), targets [B, T].
 Blank lines hold no sentence and are skipped; long sentences are kept whole (the last bucket).
 """
+
 from __future__ import annotations
 
 import os
@@ -48,13 +49,22 @@ def _bucketed(examples: tf.data.Dataset, batch_size: int, buckets: Sequence[int]
         bucket_boundaries=[b + 2 for b in buckets],
         bucket_batch_sizes=[batch_size] * (len(buckets) + 1),
         padded_shapes=([None, max_chars], ([None], [None])),
-        padding_values=(0, (-1, -1)))
+        padding_values=(0, (-1, -1)),
+    )
 
 
-def lm_dataset(files: Sequence[str | os.PathLike], vocab: Vocabulary, batch_size: int, *,
-               shuffle_buffer: int = 10000, seed: int = 0, buckets: Sequence[int] = DEFAULT_BUCKETS,
-               max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN,
-               num_shards: int = 1, shard_index: int = 0) -> tf.data.Dataset:
+def lm_dataset(
+    files: Sequence[str | os.PathLike],
+    vocab: Vocabulary,
+    batch_size: int,
+    *,
+    shuffle_buffer: int = 10000,
+    seed: int = 0,
+    buckets: Sequence[int] = DEFAULT_BUCKETS,
+    max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN,
+    num_shards: int = 1,
+    shard_index: int = 0,
+) -> tf.data.Dataset:
     """Training/validation batches from text files (one sentence per line).
 
     Files are sharded (``num_shards``/``shard_index``, e.g. from a ``tf.distribute.InputContext``), shuffled
@@ -76,13 +86,18 @@ def lm_dataset(files: Sequence[str | os.PathLike], vocab: Vocabulary, batch_size
     ds = ds.filter(lambda line: tf.strings.length(tf.strings.strip(line)) > 0)
     if shuffle_buffer:
         ds = ds.shuffle(shuffle_buffer, seed=seed)
-    ds = ds.map(sentence_encoder(vocab, max_characters_per_token), num_parallel_calls=tf.data.AUTOTUNE,
-                deterministic=True)
+    ds = ds.map(
+        sentence_encoder(vocab, max_characters_per_token), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
+    )
     return _bucketed(ds, batch_size, buckets, max_characters_per_token).prefetch(tf.data.AUTOTUNE)
 
 
-def sentences_dataset(sentences: Sequence[str | Sequence[str]], vocab: Vocabulary, batch_size: int,
-                      max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN) -> tf.data.Dataset:
+def sentences_dataset(
+    sentences: Sequence[str | Sequence[str]],
+    vocab: Vocabulary,
+    batch_size: int,
+    max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN,
+) -> tf.data.Dataset:
     """Batches (in order, not bucketed) from in-memory sentences: strings or token lists."""
     lines = []
     for i, sentence in enumerate(sentences):
@@ -95,5 +110,6 @@ def sentences_dataset(sentences: Sequence[str | Sequence[str]], vocab: Vocabular
         lines.append(sentence)
     ds = tf.data.Dataset.from_tensor_slices(tf.constant(lines, dtype=tf.string))
     ds = ds.map(sentence_encoder(vocab, max_characters_per_token))
-    return ds.padded_batch(batch_size, padded_shapes=([None, max_characters_per_token], ([None], [None])),
-                           padding_values=(0, (-1, -1)))
+    return ds.padded_batch(
+        batch_size, padded_shapes=([None, max_characters_per_token], ([None], [None])), padding_values=(0, (-1, -1))
+    )

@@ -1,5 +1,6 @@
 """BiLanguageModel: our BiLM (char CNN + any encoder of the options) + a softmax over words shared by both
 directions."""
+
 from __future__ import annotations
 
 import os
@@ -9,13 +10,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from elmo_keras.io.options import load_options, normalize_options
+from elmo_keras.io.weights import iter_weights_hdf5, write_weights_hdf5
 from elmo_keras.layers.bilm import BiLM
 from elmo_keras.lm.data import sentences_dataset
 from elmo_keras.lm.vocab import Vocabulary
-from elmo_keras.io.options import load_options, normalize_options
 from elmo_keras.presets import preset_files
 from elmo_keras.saving import serializable
-from elmo_keras.io.weights import iter_weights_hdf5, write_weights_hdf5
 
 SOFTMAX_W, SOFTMAX_B = "softmax/W", "softmax/b"  # names in bilm-tf checkpoints and in our softmax hdf5
 
@@ -60,8 +61,14 @@ class BiLanguageModel(keras.Model):
     ```
     """
 
-    def __init__(self, options: dict, vocab: Vocabulary | Sequence[str] | str | os.PathLike, n_sampled: int = 0,
-                 dropout: float = 0.1, **kwargs):
+    def __init__(
+        self,
+        options: dict,
+        vocab: Vocabulary | Sequence[str] | str | os.PathLike,
+        n_sampled: int = 0,
+        dropout: float = 0.1,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.options = normalize_options(options)
         if isinstance(vocab, (str, os.PathLike)):
@@ -81,8 +88,9 @@ class BiLanguageModel(keras.Model):
     def build(self, input_shape=None):
         self.bilm.build(None)
         init = keras.initializers.RandomNormal(stddev=self.projection_dim**-0.5)
-        self.softmax_w = self.add_weight(name="softmax_w", shape=(self.n_tokens_vocab, self.projection_dim),
-                                         initializer=init)
+        self.softmax_w = self.add_weight(
+            name="softmax_w", shape=(self.n_tokens_vocab, self.projection_dim), initializer=init
+        )
         self.softmax_b = self.add_weight(name="softmax_b", shape=(self.n_tokens_vocab,), initializer="zeros")
         self.dropout.build(None)
         self.built = True
@@ -123,8 +131,9 @@ class BiLanguageModel(keras.Model):
         t = tf.cast(tf.boolean_mask(targets, valid), tf.int64)
         w, b = tf.cast(self.softmax_w, tf.float32), tf.cast(self.softmax_b, tf.float32)
         if training and self.n_sampled:
-            nll = tf.nn.sampled_softmax_loss(w, b, t[:, None], h, num_sampled=self.n_sampled,
-                                             num_classes=self.n_tokens_vocab)
+            nll = tf.nn.sampled_softmax_loss(
+                w, b, t[:, None], h, num_sampled=self.n_sampled, num_classes=self.n_tokens_vocab
+            )
         else:
             nll = tf.nn.sparse_softmax_cross_entropy_with_logits(t, tf.matmul(h, w, transpose_b=True) + b)
         return tf.reduce_sum(nll), tf.cast(tf.shape(t)[0], tf.float32)
@@ -153,8 +162,9 @@ class BiLanguageModel(keras.Model):
         if not len(sentences):
             raise ValueError("perplexity() needs at least one sentence")
         sums = np.zeros(4)
-        for chars, (fwd, bwd) in sentences_dataset(sentences, self.vocab, batch_size,
-                                                   self.bilm.max_characters_per_token):
+        for chars, (fwd, bwd) in sentences_dataset(
+            sentences, self.vocab, batch_size, self.bilm.max_characters_per_token
+        ):
             sums += [float(v) for v in self._eval_batch(chars, fwd, bwd)]
         return {"forward": float(np.exp(sums[0] / sums[1])), "backward": float(np.exp(sums[2] / sums[3]))}
 
@@ -165,8 +175,10 @@ class BiLanguageModel(keras.Model):
 
     # -- weights ---------------------------------------------------------------------------------------------
     def softmax_arrays(self) -> dict[str, np.ndarray]:
-        return {SOFTMAX_W: keras.ops.convert_to_numpy(self.softmax_w),
-                SOFTMAX_B: keras.ops.convert_to_numpy(self.softmax_b)}
+        return {
+            SOFTMAX_W: keras.ops.convert_to_numpy(self.softmax_w),
+            SOFTMAX_B: keras.ops.convert_to_numpy(self.softmax_b),
+        }
 
     def save_softmax_hdf5(self, path: str | os.PathLike) -> None:
         """Write ``softmax/W`` [V, P] and ``softmax/b`` [V] (atomically)."""
@@ -180,14 +192,21 @@ class BiLanguageModel(keras.Model):
                 if name not in f:
                     raise KeyError(f"softmax file {os.fspath(path)!r} has no dataset '{name}'")
                 if tuple(f[name].shape) != tuple(var.shape):
-                    raise ValueError(f"softmax file {os.fspath(path)!r}: '{name}' has shape {f[name].shape}, "
-                                     f"expected {tuple(var.shape)} (vocabulary size x projection_dim)")
+                    raise ValueError(
+                        f"softmax file {os.fspath(path)!r}: '{name}' has shape {f[name].shape}, "
+                        f"expected {tuple(var.shape)} (vocabulary size x projection_dim)"
+                    )
                 var.assign(np.asarray(f[name][...], dtype=np.float32))
 
     @classmethod
-    def from_pretrained(cls, options_file: dict | str | os.PathLike, weight_file: str | os.PathLike,
-                        vocab: Vocabulary | Sequence[str] | str | os.PathLike,
-                        softmax_file: str | os.PathLike | None = None, **kwargs) -> "BiLanguageModel":
+    def from_pretrained(
+        cls,
+        options_file: dict | str | os.PathLike,
+        weight_file: str | os.PathLike,
+        vocab: Vocabulary | Sequence[str] | str | os.PathLike,
+        softmax_file: str | os.PathLike | None = None,
+        **kwargs,
+    ) -> "BiLanguageModel":
         """Released-layout biLM weights (+ optionally our softmax hdf5) -> a model to continue training.
 
         Without ``softmax_file`` the softmax starts from random (e.g. a new vocabulary for domain adaptation).
@@ -207,5 +226,10 @@ class BiLanguageModel(keras.Model):
         return cls.from_pretrained(files["options"], files["weights"], files["vocab"], files["softmax"], **kwargs)
 
     def get_config(self):
-        return {**super().get_config(), "options": self.options, "vocab": self.vocab.tokens,
-                "n_sampled": self.n_sampled, "dropout": self.dropout_rate}
+        return {
+            **super().get_config(),
+            "options": self.options,
+            "vocab": self.vocab.tokens,
+            "n_sampled": self.n_sampled,
+            "dropout": self.dropout_rate,
+        }

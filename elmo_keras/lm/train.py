@@ -13,6 +13,7 @@ Output folder (also a valid preset folder for ``from_preset``)::
     logs/          TensorBoard logs
     .lock          locked while a run writes the folder (a second run is refused)
 """
+
 from __future__ import annotations
 
 import glob
@@ -27,22 +28,31 @@ from collections.abc import Callable, Sequence
 import keras
 import tensorflow as tf
 
-from elmo_keras.tasks.callbacks import Throughput
 from elmo_keras.errors import InputError
-from elmo_keras.utils.files import LOCK, exclusive_lock, file_sha256, remove_stale_temporaries, write_json
+from elmo_keras.io.options import load_options, positive_int
+from elmo_keras.io.weights import iter_weights_hdf5, save_weights_hdf5
 from elmo_keras.lm.data import DEFAULT_BUCKETS, lm_dataset
 from elmo_keras.lm.model import BiLanguageModel
 from elmo_keras.lm.vocab import Vocabulary
-from elmo_keras.io.options import load_options, positive_int
 from elmo_keras.presets import preset_files
-from elmo_keras.io.weights import iter_weights_hdf5, save_weights_hdf5
+from elmo_keras.tasks.callbacks import Throughput
+from elmo_keras.utils.files import LOCK, exclusive_lock, file_sha256, remove_stale_temporaries, write_json
 
 #: Training settings read from options.json (bilm-tf names where bilm-tf has one), with their defaults.
 TRAIN_DEFAULTS = {
-    "batch_size": 64, "n_epochs": 10, "dropout": 0.1, "n_negative_samples_batch": 0,
-    "all_clip_norm_val": 10.0, "optimizer": "adam", "learning_rate": 0.002,
-    "vocab_min_count": 1, "vocab_max_size": None, "shuffle_buffer": 10000, "buckets": list(DEFAULT_BUCKETS),
-    "seed": 0, "backup_every_steps": 200,
+    "batch_size": 64,
+    "n_epochs": 10,
+    "dropout": 0.1,
+    "n_negative_samples_batch": 0,
+    "all_clip_norm_val": 10.0,
+    "optimizer": "adam",
+    "learning_rate": 0.002,
+    "vocab_min_count": 1,
+    "vocab_max_size": None,
+    "shuffle_buffer": 10000,
+    "buckets": list(DEFAULT_BUCKETS),
+    "seed": 0,
+    "backup_every_steps": 200,
 }
 _BILM_KEYS = ("char_cnn", "lstm", "encoder")  # the biLM's architecture (options.encoder_options)
 #: options outside a run's identity: how long to train and how often to back up may change on a re-run;
@@ -77,8 +87,9 @@ def _cluster(strategy: tf.distribute.Strategy) -> tuple[int, bool]:
     if not spec:
         return 1, True
     n = len(spec.get("worker", [])) + len(spec.get("chief", []))
-    chief = resolver.task_type == "chief" or (resolver.task_type == "worker" and resolver.task_id == 0
-                                               and "chief" not in spec)
+    chief = resolver.task_type == "chief" or (
+        resolver.task_type == "worker" and resolver.task_id == 0 and "chief" not in spec
+    )
     return n, chief
 
 
@@ -98,9 +109,11 @@ class EpochLogs(keras.callbacks.Callback):
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         write_json(self.path, {str(e): v for e, v in self.logs.items()})
         speed = logs["tokens_per_second"]
-        line = (f"epoch {epoch + 1}: {logs['tokens']:.0f} tokens in {logs['tokens'] / max(speed, 1e-9):.1f} s = "
-                f"{speed:.0f} tokens/s; perplexity train forward {logs['forward_ppl']:.1f} backward "
-                f"{logs['backward_ppl']:.1f}")
+        line = (
+            f"epoch {epoch + 1}: {logs['tokens']:.0f} tokens in {logs['tokens'] / max(speed, 1e-9):.1f} s = "
+            f"{speed:.0f} tokens/s; perplexity train forward {logs['forward_ppl']:.1f} backward "
+            f"{logs['backward_ppl']:.1f}"
+        )
         if "val_forward_ppl" in logs:
             line += f", valid forward {logs['val_forward_ppl']:.1f} backward {logs['val_backward_ppl']:.1f}"
         self.log(line)
@@ -142,16 +155,18 @@ def _check_paths(train_files: Sequence[str], valid_file: str | None, out_dir: st
 
 def _identity(train_files: Sequence[str], opts: dict, init_from: str | None) -> dict:
     """What the run is made from, as manifest.json holds it (less the vocabulary's sha256)."""
-    identity = {"train": [{"path": path, "size": os.path.getsize(path), "sha256": file_sha256(path)}
-                          for path in train_files],
-                "options": {key: value for key, value in opts.items() if key not in _NOT_IDENTITY},
-                "init_from": init_from}
+    identity = {
+        "train": [{"path": path, "size": os.path.getsize(path), "sha256": file_sha256(path)} for path in train_files],
+        "options": {key: value for key, value in opts.items() if key not in _NOT_IDENTITY},
+        "init_from": init_from,
+    }
     return json.loads(json.dumps(identity))  # as read back from the file (lists, not tuples)
 
 
 def _differences(old: dict, new: dict, vocab_path: str) -> list[str]:
     """How the run in the folder (manifest ``old``) differs from this one (``new``), in words; empty: the same.
     A re-run may leave out --init-from (it only matters to the first epoch)."""
+
     def file(entry: dict) -> str:
         return f"{entry['path']} ({entry['size']} bytes, sha256 {entry['sha256'][:12]})"
 
@@ -159,12 +174,17 @@ def _differences(old: dict, new: dict, vocab_path: str) -> list[str]:
     if len(files_then) != len(files_now):
         found = [f"--train ({len(files_now)} file(s) now; then {', '.join(file(f) for f in files_then)})"]
     else:
-        found = [f"--train file {i + 1}: {file(n)} now, {file(t)} then"
-                 for i, (t, n) in enumerate(zip(files_then, files_now))
-                 if (t["size"], t["sha256"]) != (n["size"], n["sha256"])]
+        found = [
+            f"--train file {i + 1}: {file(n)} now, {file(t)} then"
+            for i, (t, n) in enumerate(zip(files_then, files_now))
+            if (t["size"], t["sha256"]) != (n["size"], n["sha256"])
+        ]
     then, now = _flat(old["options"]), _flat(new["options"])
-    found += [f"options '{key}' ({reprlib.repr(then.get(key))} then, {reprlib.repr(now.get(key))} now)"
-              for key in sorted(then.keys() | now.keys()) if then.get(key) != now.get(key)]
+    found += [
+        f"options '{key}' ({reprlib.repr(then.get(key))} then, {reprlib.repr(now.get(key))} now)"
+        for key in sorted(then.keys() | now.keys())
+        if then.get(key) != now.get(key)
+    ]
     if new["init_from"] is not None and new["init_from"] != old["init_from"]:
         found.append(f"--init-from ({old['init_from']!r} then, {new['init_from']!r} now)")
     if not found and (not os.path.exists(vocab_path) or file_sha256(vocab_path) != old["vocab_sha256"]):
@@ -183,7 +203,8 @@ def _flat(options: dict, prefix: str = "") -> dict:
 def _has_progress(out_dir: str) -> bool:
     """Whether the folder holds trained epochs: finished ones (state.json) or a backup of an unfinished run."""
     return os.path.exists(os.path.join(out_dir, "state.json")) or bool(
-        glob.glob(os.path.join(glob.escape(out_dir), "backup*", "training_metadata.json")))
+        glob.glob(os.path.join(glob.escape(out_dir), "backup*", "training_metadata.json"))
+    )
 
 
 def _discard(out_dir: str) -> None:
@@ -202,28 +223,40 @@ def _new_vocabulary(train_files: Sequence[str], opts: dict) -> Vocabulary:
     vocab = Vocabulary.from_files(train_files, opts["vocab_min_count"], opts["vocab_max_size"])
     n_sampled = opts["n_negative_samples_batch"]
     if n_sampled >= len(vocab):
-        raise InputError(f"options: 'n_negative_samples_batch' ({n_sampled}) must be smaller than the vocabulary "
-                         f"size, {len(vocab)} words in --train; lower it below {len(vocab)}, or set it to 0 for "
-                         f"the full softmax (exact, and cheap for a vocabulary this small)")
+        raise InputError(
+            f"options: 'n_negative_samples_batch' ({n_sampled}) must be smaller than the vocabulary "
+            f"size, {len(vocab)} words in --train; lower it below {len(vocab)}, or set it to 0 for "
+            f"the full softmax (exact, and cheap for a vocabulary this small)"
+        )
     return vocab
 
 
-def _prepare_folder(out_dir: str, opts: dict, train_files: Sequence[str], init_from: str | None, restart: bool,
-                    log: Callable[[str], None]) -> tuple[dict, Vocabulary]:
+def _prepare_folder(
+    out_dir: str,
+    opts: dict,
+    train_files: Sequence[str],
+    init_from: str | None,
+    restart: bool,
+    log: Callable[[str], None],
+) -> tuple[dict, Vocabulary]:
     """Options and vocabulary of the run (chief). The folder's earlier run is resumed or continued when its
     manifest matches this run; else it is refused (InputError) when it trained anything, and discarded when it
     trained nothing (or ``restart``). Writes vocab.txt, options.json and manifest.json."""
     identity = _identity(train_files, opts, init_from)
     manifest_path, vocab_path = os.path.join(out_dir, "manifest.json"), os.path.join(out_dir, "vocab.txt")
     old = _read_json(manifest_path)
-    differences = ([] if old is None else _differences(old, identity, vocab_path))
+    differences = [] if old is None else _differences(old, identity, vocab_path)
     if old is None and _has_progress(out_dir) and not restart:
-        raise InputError(f"{out_dir} holds a pretraining run without manifest.json (from an older elmo-keras), so "
-                         f"what it was made from cannot be checked; pass --restart to discard it and start over")
+        raise InputError(
+            f"{out_dir} holds a pretraining run without manifest.json (from an older elmo-keras), so "
+            f"what it was made from cannot be checked; pass --restart to discard it and start over"
+        )
     if differences and _has_progress(out_dir) and not restart:
-        raise InputError(f"{out_dir} holds a pretraining run made from other input: {'; '.join(differences)}. "
-                         f"Re-run with its --train files and options to resume or continue it, or pass --restart "
-                         f"to discard it and start over")
+        raise InputError(
+            f"{out_dir} holds a pretraining run made from other input: {'; '.join(differences)}. "
+            f"Re-run with its --train files and options to resume or continue it, or pass --restart "
+            f"to discard it and start over"
+        )
     if old is not None and not differences and not restart:
         vocab = Vocabulary.load(vocab_path)
     else:
@@ -238,12 +271,20 @@ def _prepare_folder(out_dir: str, opts: dict, train_files: Sequence[str], init_f
     return opts, vocab
 
 
-def pretrain(train_files: Sequence[str | os.PathLike], valid_file: str | os.PathLike | None,
-             options: dict | str | os.PathLike, out_dir: str | os.PathLike, epochs: int | None = None,
-             strategy: tf.distribute.Strategy | None = None, init_from: str | None = None,
-             steps_per_epoch: int | None = None, callbacks: Sequence[keras.callbacks.Callback] = (),
-             verbose: int | str = "auto", log: Callable[[str], None] = print,
-             restart: bool = False) -> tuple[BiLanguageModel, dict]:
+def pretrain(
+    train_files: Sequence[str | os.PathLike],
+    valid_file: str | os.PathLike | None,
+    options: dict | str | os.PathLike,
+    out_dir: str | os.PathLike,
+    epochs: int | None = None,
+    strategy: tf.distribute.Strategy | None = None,
+    init_from: str | None = None,
+    steps_per_epoch: int | None = None,
+    callbacks: Sequence[keras.callbacks.Callback] = (),
+    verbose: int | str = "auto",
+    log: Callable[[str], None] = print,
+    restart: bool = False,
+) -> tuple[BiLanguageModel, dict]:
     """Train (or resume, or continue from ``init_from``) a biLM; write the output folder (see module doc).
 
     ``steps_per_epoch``: batches per epoch (the training data then repeats); ``callbacks``: extra Keras callbacks.
@@ -304,9 +345,15 @@ def pretrain(train_files: Sequence[str | os.PathLike], valid_file: str | os.Path
             log(f"restored epoch {backed_up} from {backup_dir} (>= --epochs {epochs}): writing those weights")
             state["epochs_completed"] = backed_up
         else:
-            fitted = model.fit(train_ds.repeat() if steps_per_epoch else train_ds, epochs=epochs,
-                               initial_epoch=state["epochs_completed"], validation_data=valid_ds,
-                               steps_per_epoch=steps_per_epoch, callbacks=callbacks, verbose=verbose)
+            fitted = model.fit(
+                train_ds.repeat() if steps_per_epoch else train_ds,
+                epochs=epochs,
+                initial_epoch=state["epochs_completed"],
+                validation_data=valid_ds,
+                steps_per_epoch=steps_per_epoch,
+                callbacks=callbacks,
+                verbose=verbose,
+            )
             if model.stop_training or not fitted.epoch:
                 raise RuntimeError("training stopped early (NaN loss?): weights were not written; see the logs")
             state["epochs_completed"] = fitted.epoch[-1] + 1
@@ -315,8 +362,10 @@ def pretrain(train_files: Sequence[str | os.PathLike], valid_file: str | os.Path
         state.pop("valid_perplexity", None)  # an earlier run's would not describe the new weights
         if valid_ds is not None:
             metrics = model.evaluate(valid_ds, return_dict=True, verbose=0)
-            state["valid_perplexity"] = {"forward": float(metrics["forward_ppl"]),
-                                         "backward": float(metrics["backward_ppl"])}
+            state["valid_perplexity"] = {
+                "forward": float(metrics["forward_ppl"]),
+                "backward": float(metrics["backward_ppl"]),
+            }
         if is_chief:
             save_weights_hdf5(model.bilm, os.path.join(out_dir, "weights.hdf5"))
             model.save_softmax_hdf5(os.path.join(out_dir, "softmax.hdf5"))
@@ -327,22 +376,35 @@ def pretrain(train_files: Sequence[str | os.PathLike], valid_file: str | os.Path
 
 def _dataset(files: list[str], vocab: Vocabulary, opts: dict, n_workers: int, shuffle: bool) -> tf.data.Dataset:
     """The LM batches of ``files``, sharded by file across workers when there are enough files, else by data."""
-    ds = lm_dataset(files, vocab, opts["batch_size"], shuffle_buffer=opts["shuffle_buffer"] if shuffle else 0,
-                    seed=opts["seed"], buckets=opts["buckets"],
-                    max_characters_per_token=opts["char_cnn"]["max_characters_per_token"])
+    ds = lm_dataset(
+        files,
+        vocab,
+        opts["batch_size"],
+        shuffle_buffer=opts["shuffle_buffer"] if shuffle else 0,
+        seed=opts["seed"],
+        buckets=opts["buckets"],
+        max_characters_per_token=opts["char_cnn"]["max_characters_per_token"],
+    )
     ds_options = tf.data.Options()
     ds_options.experimental_distribute.auto_shard_policy = (
-        tf.data.experimental.AutoShardPolicy.FILE if len(files) >= n_workers > 1
-        else tf.data.experimental.AutoShardPolicy.DATA)
+        tf.data.experimental.AutoShardPolicy.FILE
+        if len(files) >= n_workers > 1
+        else tf.data.experimental.AutoShardPolicy.DATA
+    )
     return ds.with_options(ds_options)
 
 
-def _training_callbacks(opts: dict, out_dir: str, backup_dir: str, epoch_logs: EpochLogs,
-                        log: Callable[[str], None]) -> list[keras.callbacks.Callback]:
+def _training_callbacks(
+    opts: dict, out_dir: str, backup_dir: str, epoch_logs: EpochLogs, log: Callable[[str], None]
+) -> list[keras.callbacks.Callback]:
     """Throughput, per-epoch logs, NaN stop, resume (after the epoch's logs: a backed-up epoch has its logs), and
     TensorBoard when installed."""
-    callbacks = [Throughput(), epoch_logs, keras.callbacks.TerminateOnNaN(),
-                 EpochEndBackup(backup_dir, opts["backup_every_steps"])]
+    callbacks = [
+        Throughput(),
+        epoch_logs,
+        keras.callbacks.TerminateOnNaN(),
+        EpochEndBackup(backup_dir, opts["backup_every_steps"]),
+    ]
     if importlib.util.find_spec("tensorboard") is not None:
         callbacks.append(keras.callbacks.TensorBoard(os.path.join(out_dir, "logs"), update_freq=50))
     else:

@@ -4,6 +4,7 @@ File format: UTF-8, one token per line; the first three lines are ``<S>``, ``</S
 then the words, most frequent first. Ids are line numbers (``<S>`` = 0, ``</S>`` = 1, ``<UNK>`` = 2),
 so that a log-uniform (Zipfian) candidate sampler matches the word frequencies.
 """
+
 from __future__ import annotations
 
 import os
@@ -53,15 +54,17 @@ class Vocabulary:
             raise ValueError(f"min_count must be >= 1, got {min_count}")
         if max_size is not None and max_size < 4:
             raise ValueError(f"max_size must be >= 4 (3 specials + 1 word), got {max_size}")
-        words = sorted((w for w, c in counts.items() if c >= min_count and w not in SPECIALS),
-                       key=lambda w: (-counts[w], w))
+        words = sorted(
+            (w for w, c in counts.items() if c >= min_count and w not in SPECIALS), key=lambda w: (-counts[w], w)
+        )
         if max_size is not None:
             words = words[: max_size - len(SPECIALS)]
         return cls([*SPECIALS, *words])
 
     @classmethod
-    def from_files(cls, paths: Sequence[str | os.PathLike], min_count: int = 1,
-                   max_size: int | None = None) -> "Vocabulary":
+    def from_files(
+        cls, paths: Sequence[str | os.PathLike], min_count: int = 1, max_size: int | None = None
+    ) -> "Vocabulary":
         """Count whitespace-separated tokens in text files (one sentence per line); :class:`InputError` when there
         are none."""
         counts: Counter = Counter()
@@ -70,8 +73,10 @@ class Vocabulary:
                 for line in f:
                     counts.update(line.split())
         if not counts:
-            raise InputError(f"no tokens found in {', '.join(os.fspath(p) for p in paths)}: the files are empty or "
-                             f"blank; give text with one tokenised sentence per line")
+            raise InputError(
+                f"no tokens found in {', '.join(os.fspath(p) for p in paths)}: the files are empty or "
+                f"blank; give text with one tokenised sentence per line"
+            )
         return cls.from_counts(counts, min_count, max_size)
 
     @classmethod

@@ -8,6 +8,7 @@ A preset is one of:
 - a folder, or the http(s) URL of a folder, holding ``options.json`` and ``weights.hdf5`` (released layout),
   optionally ``vocab.txt`` (bilm-tf format) and ``softmax.hdf5`` (e.g. the output of ``elmo-keras pretrain``).
 """
+
 from __future__ import annotations
 
 import functools
@@ -16,8 +17,8 @@ import math
 import os
 from dataclasses import dataclass
 
-from elmo_keras.io.download import RemoteUnavailable, cache_path, fetch, is_cached, is_url
 from elmo_keras.errors import InputError
+from elmo_keras.io.download import RemoteUnavailable, cache_path, fetch, is_cached, is_url
 from elmo_keras.io.options import load_options
 from elmo_keras.io.weights import expected_shapes
 
@@ -25,9 +26,18 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 #: name -> one-line description of the shipped presets.
 PRESETS: dict[str, str] = {
-    "brown-small": "2-layer biLM (LSTM 256, projection 128, 12k-word softmax) pretrained on the Brown corpus; see brown-small/RECIPE.md",
-    "brown-small-transformer": "brown-small with a causal Transformer (2 layers, 4 heads, width 128) instead of the LSTMs; see brown-small-transformer/RECIPE.md",
-    "brown-small-cnn": "brown-small with a causal gated CNN (2 layers, kernel 9, width 128) instead of the LSTMs; see brown-small-cnn/RECIPE.md",
+    "brown-small": (
+        "2-layer biLM (LSTM 256, projection 128, 12k-word softmax) pretrained on the Brown corpus; "
+        "see brown-small/RECIPE.md"
+    ),
+    "brown-small-transformer": (
+        "brown-small with a causal Transformer (2 layers, 4 heads, width 128) instead of the LSTMs; "
+        "see brown-small-transformer/RECIPE.md"
+    ),
+    "brown-small-cnn": (
+        "brown-small with a causal gated CNN (2 layers, kernel 9, width 128) instead of the LSTMs; "
+        "see brown-small-cnn/RECIPE.md"
+    ),
 }
 _FILES = {"options": "options.json", "weights": "weights.hdf5", "vocab": "vocab.txt", "softmax": "softmax.hdf5"}
 _KINDS = {"options": "json", "weights": "hdf5", "vocab": "text", "softmax": "hdf5"}  # what download.fetch checks
@@ -51,21 +61,28 @@ def preset_files(name: str | os.PathLike) -> dict[str, str | None]:
     name = os.fspath(name)
     if name in registry():
         entry = registry()[name]
-        return {"options": fetch(entry["options_url"], kind=_KINDS["options"]),
-                "weights": fetch(entry["weights_url"], entry["weights_sha256"], kind=_KINDS["weights"]),
-                "vocab": None, "softmax": None}
+        return {
+            "options": fetch(entry["options_url"], kind=_KINDS["options"]),
+            "weights": fetch(entry["weights_url"], entry["weights_sha256"], kind=_KINDS["weights"]),
+            "vocab": None,
+            "softmax": None,
+        }
     if is_url(name):
         return _url_folder_files(name)
     folder = os.path.join(_HERE, name) if name in PRESETS else name
     if not os.path.isdir(folder):
-        raise InputError(f"unknown preset {name!r}: use one of {sorted(PRESETS) + sorted(registry())} "
-                         f"(ek.list_presets()), or a folder or URL with options.json and weights.hdf5")
+        raise InputError(
+            f"unknown preset {name!r}: use one of {sorted(PRESETS) + sorted(registry())} "
+            f"(ek.list_presets()), or a folder or URL with options.json and weights.hdf5"
+        )
     files = {key: os.path.join(folder, file) for key, file in _FILES.items()}
     missing = [_FILES[key] for key in _REQUIRED if not os.path.isfile(files[key])]
     if missing:
-        raise InputError(f"preset folder {folder} has no {' and no '.join(missing)}: a preset folder holds "
-                         "options.json and weights.hdf5 (released layout), optionally vocab.txt and softmax.hdf5 "
-                         "(e.g. the --out folder of elmo-keras pretrain)")
+        raise InputError(
+            f"preset folder {folder} has no {' and no '.join(missing)}: a preset folder holds "
+            "options.json and weights.hdf5 (released layout), optionally vocab.txt and softmax.hdf5 "
+            "(e.g. the --out folder of elmo-keras pretrain)"
+        )
     return {key: path if os.path.exists(path) else None for key, path in files.items()}
 
 
@@ -103,8 +120,16 @@ def list_presets() -> list[PresetInfo]:
     rows = []
     for name, description in PRESETS.items():
         files = preset_files(name)
-        rows.append(PresetInfo(name, description, parameter_count(files["options"]),
-                               os.path.getsize(files["weights"]), True, "shipped with elmo_keras"))
+        rows.append(
+            PresetInfo(
+                name,
+                description,
+                parameter_count(files["options"]),
+                os.path.getsize(files["weights"]),
+                True,
+                "shipped with elmo_keras",
+            )
+        )
     for name, entry in registry().items():
         cached = is_cached(entry["options_url"]) and is_cached(entry["weights_url"])
         size = os.path.getsize(cache_path(entry["weights_url"])) if cached else entry["weights_bytes"]
@@ -117,9 +142,18 @@ def presets_table(rows: list[PresetInfo]) -> str:
     wide as its longest value; a size not known before downloading is estimated as 4 bytes (float32) per
     parameter, marked ``~``."""
     header = ("name", "params", "size", "cached", "description")
-    table = [header] + [(row.name, f"{row.params / 1e6:.1f}M",
-                         f"~{row.params * 4 / 2**20:.0f} MiB" if row.size is None else f"{row.size / 2**20:.1f} MiB",
-                         "yes" if row.cached else "no", row.description) for row in rows]
+    table = [header] + [
+        (
+            row.name,
+            f"{row.params / 1e6:.1f}M",
+            f"~{row.params * 4 / 2**20:.0f} MiB" if row.size is None else f"{row.size / 2**20:.1f} MiB",
+            "yes" if row.cached else "no",
+            row.description,
+        )
+        for row in rows
+    ]
     widths = [max(len(cells[i]) for cells in table) for i in range(len(header) - 1)]
-    return "\n".join("  ".join([*(f"{cell:{align}{width}}" for cell, align, width in zip(cells, "<>><", widths)),
-                                 cells[-1]]) for cells in table)
+    return "\n".join(
+        "  ".join([*(f"{cell:{align}{width}}" for cell, align, width in zip(cells, "<>><", widths)), cells[-1]])
+        for cells in table
+    )

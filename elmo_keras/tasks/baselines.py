@@ -3,6 +3,7 @@
 Trained on tokenised sentences (lists of tokens), then turned into a Keras layer with the same
 tokenisation as ``Elmo`` (whitespace split in the graph). Needs the ``baselines`` extra (gensim, scikit-learn).
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -37,29 +38,64 @@ class StaticVectors:
         return StaticEmbedding(words, np.concatenate(vectors).astype(np.float32), trainable=trainable, **kwargs)
 
 
-def train_cbow(sentences: Sequence[Sequence[str]], dim: int = 100, window: int = 5, min_count: int = 2,
-               epochs: int = 5, seed: int = 0, workers: int = 2) -> StaticVectors:
+def train_cbow(
+    sentences: Sequence[Sequence[str]],
+    dim: int = 100,
+    window: int = 5,
+    min_count: int = 2,
+    epochs: int = 5,
+    seed: int = 0,
+    workers: int = 2,
+) -> StaticVectors:
     """CBOW word2vec (gensim) on token lists."""
     from gensim.models import Word2Vec
 
-    model = Word2Vec(check_corpus(sentences), vector_size=dim, window=window, min_count=min_count, sg=0,
-                     epochs=epochs, seed=seed, workers=workers)
+    model = Word2Vec(
+        check_corpus(sentences),
+        vector_size=dim,
+        window=window,
+        min_count=min_count,
+        sg=0,
+        epochs=epochs,
+        seed=seed,
+        workers=workers,
+    )
     return StaticVectors(list(model.wv.index_to_key), model.wv.vectors.copy())
 
 
-def train_fasttext(sentences: Sequence[Sequence[str]], dim: int = 100, window: int = 5, min_count: int = 2,
-                   epochs: int = 5, min_n: int = 3, max_n: int = 6, seed: int = 0, workers: int = 2) -> StaticVectors:
+def train_fasttext(
+    sentences: Sequence[Sequence[str]],
+    dim: int = 100,
+    window: int = 5,
+    min_count: int = 2,
+    epochs: int = 5,
+    min_n: int = 3,
+    max_n: int = 6,
+    seed: int = 0,
+    workers: int = 2,
+) -> StaticVectors:
     """fastText-style CBOW with character n-gram subwords (gensim); unseen words get subword vectors."""
     from gensim.models import FastText
 
-    model = FastText(check_corpus(sentences), vector_size=dim, window=window, min_count=min_count, sg=0,
-                     epochs=epochs, min_n=min_n, max_n=max_n, seed=seed, workers=workers)
+    model = FastText(
+        check_corpus(sentences),
+        vector_size=dim,
+        window=window,
+        min_count=min_count,
+        sg=0,
+        epochs=epochs,
+        min_n=min_n,
+        max_n=max_n,
+        seed=seed,
+        workers=workers,
+    )
     wv = model.wv
     return StaticVectors(list(wv.index_to_key), wv.vectors.copy(), oov=lambda w: np.asarray(wv[w]))
 
 
-def train_svd_ppmi(sentences: Sequence[Sequence[str]], dim: int = 100, window: int = 5, min_count: int = 2,
-                   seed: int = 0) -> StaticVectors:
+def train_svd_ppmi(
+    sentences: Sequence[Sequence[str]], dim: int = 100, window: int = 5, min_count: int = 2, seed: int = 0
+) -> StaticVectors:
     """Truncated SVD (scikit-learn) of the positive PMI matrix of symmetric window co-occurrences."""
     from scipy import sparse
     from sklearn.decomposition import TruncatedSVD
@@ -74,7 +110,7 @@ def train_svd_ppmi(sentences: Sequence[Sequence[str]], dim: int = 100, window: i
         for i, a in enumerate(ids):
             if a < 0:
                 continue
-            for b in ids[max(0, i - window):i]:
+            for b in ids[max(0, i - window) : i]:
                 if b >= 0:
                     rows += [a, b]
                     cols += [b, a]

@@ -1,4 +1,5 @@
 """Keras callbacks: LayerWeightsHistory (ScalarMix weights per epoch), Throughput (tokens/s in the epoch logs)."""
+
 from __future__ import annotations
 
 import time
@@ -34,7 +35,8 @@ class LayerWeightsHistory(keras.callbacks.Callback):
     def _record_mix_weights(self) -> None:
         for mix in _scalar_mixes(self.model):
             self.history.setdefault(mix.name, []).append(
-                np.asarray(ops.convert_to_numpy(mix.normalized_weights()), dtype=float).tolist())
+                np.asarray(ops.convert_to_numpy(mix.normalized_weights()), dtype=float).tolist()
+            )
             if mix.mix_weights is None:
                 self.raw.setdefault(mix.name, []).append(ops.convert_to_numpy(mix.logits).astype(float).tolist())
             self.gamma.setdefault(mix.name, []).append(float(ops.convert_to_numpy(mix.gamma)[0]))

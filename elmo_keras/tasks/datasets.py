@@ -2,6 +2,7 @@
 
 License notes ship beside the files (elmo_keras/data/*/SOURCE.md).
 """
+
 from __future__ import annotations
 
 import csv
@@ -56,15 +57,17 @@ def load_ag_news(n_test: int = 1600, seed: int = 0, tokenize: bool = True) -> Te
     if n_test % n_classes or not 0 < n_test < len(labels):
         raise ValueError(f"n_test must be a multiple of {n_classes} between 0 and {len(labels)}, got {n_test}")
     rng = np.random.default_rng(seed)
-    test_rows = np.concatenate([rng.permutation(np.flatnonzero(labels == c))[: n_test // n_classes]
-                                for c in range(n_classes)])
+    test_rows = np.concatenate(
+        [rng.permutation(np.flatnonzero(labels == c))[: n_test // n_classes] for c in range(n_classes)]
+    )
     is_test = np.zeros(len(labels), bool)
     is_test[test_rows] = True
     train_rows = rng.permutation(np.flatnonzero(~is_test))
     test_rows = np.sort(test_rows)
     texts = np.array(texts, dtype=object)
-    return TextClassificationData(texts[train_rows], labels[train_rows], texts[test_rows], labels[test_rows],
-                                  class_names)
+    return TextClassificationData(
+        texts[train_rows], labels[train_rows], texts[test_rows], labels[test_rows], class_names
+    )
 
 
 def load_brown() -> tuple[list[list[str]], list[dict]]:
@@ -75,6 +78,12 @@ def load_brown() -> tuple[list[list[str]], list[dict]]:
     files = []
     with _data_file("brown", "brown_files.tsv").open(encoding="utf-8") as f:
         for row in csv.DictReader(f, delimiter="\t"):
-            files.append({"fileid": row["fileid"], "category": row["category"],
-                          "start": int(row["first_line"]) - 1, "stop": int(row["last_line"])})
+            files.append(
+                {
+                    "fileid": row["fileid"],
+                    "category": row["category"],
+                    "start": int(row["first_line"]) - 1,
+                    "stop": int(row["last_line"]),
+                }
+            )
     return sentences, files

@@ -6,6 +6,7 @@ the features head is a fixed function of the text, so ``fit`` computes it once p
 float16 in memory) and trains a model made of the *same* features head, dropout and scores layers on it. When
 ``fit`` returns, the raw-string model holds the trained weights (nothing is copied).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -17,15 +18,28 @@ import tensorflow as tf
 
 from elmo_keras.elmo import Elmo
 from elmo_keras.embed import ElmoEmbedder
-from elmo_keras.tasks.features import embed_layers, features_dataset
 from elmo_keras.layers.segments import SegmentedEncoder
+from elmo_keras.tasks.features import embed_layers, features_dataset
 from elmo_keras.text import tokenize
 
 FEATURE_DTYPE = "float16"  #: how the stored layers are kept in memory (half the bytes of float32)
 FEATURES_HEAD = "features_head"  #: name of the sub-model from stored biLM layers to the pooled text vector
 #: ``fit`` arguments the embed-once path takes (anything else, e.g. ``sample_weight``, runs the plain path).
-FIT_ARGUMENTS = frozenset({"batch_size", "epochs", "verbose", "callbacks", "validation_split", "validation_data",
-                           "shuffle", "class_weight", "initial_epoch", "validation_batch_size", "validation_freq"})
+FIT_ARGUMENTS = frozenset(
+    {
+        "batch_size",
+        "epochs",
+        "verbose",
+        "callbacks",
+        "validation_split",
+        "validation_data",
+        "shuffle",
+        "class_weight",
+        "initial_epoch",
+        "validation_batch_size",
+        "validation_freq",
+    }
+)
 
 
 @dataclasses.dataclass
@@ -67,14 +81,31 @@ class EmbedOnce:
         start = time.perf_counter()
         features = embed_layers(self.embedder, tokens, dtype=FEATURE_DTYPE, progress=verbose in (1, "auto"))
         if verbose not in (0, "0"):
-            print(f"embedded {len(texts)} texts ({sum(map(len, tokens))} tokens) once with the frozen biLM in "
-                  f"{time.perf_counter() - start:.1f} s")
-        return features_dataset(features, labels, batch_size=batch_size, shuffle=shuffle, group_by_length=True,
-                                tokens=tokens if self.takes_tokens else None)
+            print(
+                f"embedded {len(texts)} texts ({sum(map(len, tokens))} tokens) once with the frozen biLM in "
+                f"{time.perf_counter() - start:.1f} s"
+            )
+        return features_dataset(
+            features,
+            labels,
+            batch_size=batch_size,
+            shuffle=shuffle,
+            group_by_length=True,
+            tokens=tokens if self.takes_tokens else None,
+        )
 
-    def fit(self, texts: list[str], labels: np.ndarray, batch_size: int | None = None, verbose="auto",
-            validation_split: float = 0.0, validation_data: tuple | None = None, shuffle=True,
-            validation_batch_size: int | None = None, **kwargs) -> keras.callbacks.History:
+    def fit(
+        self,
+        texts: list[str],
+        labels: np.ndarray,
+        batch_size: int | None = None,
+        verbose="auto",
+        validation_split: float = 0.0,
+        validation_data: tuple | None = None,
+        shuffle=True,
+        validation_batch_size: int | None = None,
+        **kwargs,
+    ) -> keras.callbacks.History:
         """``keras.Model.fit`` on the stored layers of ``texts`` (and of the validation texts)."""
         batch_size = batch_size or 32
         if validation_data is None and validation_split:  # as Keras does: the last fraction, before shuffling
@@ -83,10 +114,10 @@ class EmbedOnce:
             texts, labels = texts[:cut], labels[:cut]
         train = self.dataset(texts, labels, batch_size, bool(shuffle), verbose)
         if validation_data is not None:
-            validation_data = self.dataset(list(validation_data[0]), validation_data[1],
-                                           validation_batch_size or batch_size, False, verbose)
-        return self.features_model.fit(train, validation_data=validation_data, verbose=verbose, shuffle=False,
-                                       **kwargs)
+            validation_data = self.dataset(
+                list(validation_data[0]), validation_data[1], validation_batch_size or batch_size, False, verbose
+            )
+        return self.features_model.fit(train, validation_data=validation_data, verbose=verbose, shuffle=False, **kwargs)
 
 
 def strings(texts: tf.Tensor) -> list[str]:

@@ -3,6 +3,7 @@
 With a frozen biLM, the biLM output of a text never changes, so computing it once and training on the stored
 layers gives the same model as training end to end, at a fraction of the cost per epoch.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -13,8 +14,9 @@ import tensorflow as tf
 from elmo_keras.embed import ElmoEmbedder
 
 
-def embed_layers(embedder: ElmoEmbedder, token_lists: Iterable[Sequence[str]], dtype: str = "float16",
-                 progress: bool = False) -> list[np.ndarray]:
+def embed_layers(
+    embedder: ElmoEmbedder, token_lists: Iterable[Sequence[str]], dtype: str = "float16", progress: bool = False
+) -> list[np.ndarray]:
     """Token lists -> one array [n_tokens, n_layers + 1, 2P] per text (``dtype``: float16 halves memory).
 
     Empty token lists give [0, n_layers + 1, 2P] arrays.
@@ -33,11 +35,16 @@ def embed_layers(embedder: ElmoEmbedder, token_lists: Iterable[Sequence[str]], d
     return out
 
 
-def features_dataset(features: Sequence[np.ndarray], labels: np.ndarray | None = None, batch_size: int = 64,
-                     shuffle: bool = False, seed: int | None = None,
-                     bucket_boundaries: Sequence[int] | None = None,
-                     tokens: Sequence[Sequence[str]] | None = None, group_by_length: bool = False
-                     ) -> tf.data.Dataset:
+def features_dataset(
+    features: Sequence[np.ndarray],
+    labels: np.ndarray | None = None,
+    batch_size: int = 64,
+    shuffle: bool = False,
+    seed: int | None = None,
+    bucket_boundaries: Sequence[int] | None = None,
+    tokens: Sequence[Sequence[str]] | None = None,
+    group_by_length: bool = False,
+) -> tf.data.Dataset:
     """Batches ``{"layers": float32 [B, T, L, D], "mask": bool [B, T]}`` (+ labels) for
     :func:`elmo_keras.tasks.models.features_classifier`.
 
@@ -62,11 +69,13 @@ def features_dataset(features: Sequence[np.ndarray], labels: np.ndarray | None =
         tokens = [list(t) for t in tokens]
         bad = [i for i, (t, f) in enumerate(zip(tokens, features)) if len(t) != len(f)]
         if len(tokens) != len(features) or bad:
-            raise ValueError(f"tokens must match features text by text (length differs at texts {bad[:5]}, "
-                             f"{len(tokens)} token lists for {len(features)} texts)")
+            raise ValueError(
+                f"tokens must match features text by text (length differs at texts {bad[:5]}, "
+                f"{len(tokens)} token lists for {len(features)} texts)"
+            )
     n_layers, dim = next(iter(shapes))
 
-    rng = np.random.default_rng(seed if seed is not None else np.random.randint(2 ** 31))  # keras seeds NumPy
+    rng = np.random.default_rng(seed if seed is not None else np.random.randint(2**31))  # keras seeds NumPy
     lengths = np.array([len(f) for f in features])
 
     def order() -> np.ndarray:
@@ -84,8 +93,10 @@ def features_dataset(features: Sequence[np.ndarray], labels: np.ndarray | None =
         for i in order():
             f = features[i]
             # an empty text is one padding step, as SegmentedEncoder gives it (a batch of them stays valid)
-            item = {"layers": f.astype(np.float32) if len(f) else np.zeros((1, n_layers, dim), np.float32),
-                    "mask": np.ones(len(f), bool) if len(f) else np.zeros(1, bool)}
+            item = {
+                "layers": f.astype(np.float32) if len(f) else np.zeros((1, n_layers, dim), np.float32),
+                "mask": np.ones(len(f), bool) if len(f) else np.zeros(1, bool),
+            }
             if tokens is not None:
                 item["tokens"] = np.array([t.encode("utf-8") for t in tokens[i]] or [b""], dtype=object)
             yield (item, labels[i]) if labels is not None else item
@@ -100,8 +111,10 @@ def features_dataset(features: Sequence[np.ndarray], labels: np.ndarray | None =
     ds = ds.apply(tf.data.experimental.assert_cardinality(len(features)))  # so Keras knows the epoch length
     if bucket_boundaries:
         ds = ds.bucket_by_sequence_length(
-            lambda item, *_: tf.shape(item["mask"])[0], list(bucket_boundaries),
-            [batch_size] * (len(bucket_boundaries) + 1))
+            lambda item, *_: tf.shape(item["mask"])[0],
+            list(bucket_boundaries),
+            [batch_size] * (len(bucket_boundaries) + 1),
+        )
     else:
         ds = ds.padded_batch(batch_size)
     return ds.prefetch(2)

@@ -3,6 +3,7 @@
 Labels are either multi-hot floats [B, L], or integer label indices [B, K] padded with -1
 (:func:`pad_label_indices` makes them), which suits label spaces of 10,000+ labels.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -22,8 +23,11 @@ def pad_label_indices(labels: Sequence[Sequence[int]], num_labels: int | None = 
     out = np.full((len(labels), max(width, 1)), -1, dtype=np.int32)
     for i, row in enumerate(labels):
         for j, label in enumerate(row):
-            if not isinstance(label, (int, np.integer)) or label < 0 or (num_labels is not None and
-                                                                        label >= num_labels):
+            if (
+                not isinstance(label, (int, np.integer))
+                or label < 0
+                or (num_labels is not None and label >= num_labels)
+            ):
                 raise ValueError(f"label {label!r} of example {i} is not an index in [0, {num_labels})")
             out[i, j] = label
     return out
@@ -33,9 +37,14 @@ def to_multi_hot(y_true, num_labels: int):
     """Integer indices [B, K] (-1 = none) or multi-hot [B, L] -> float32 multi-hot [B, num_labels]."""
     if "int" in str(y_true.dtype):
         indices = ops.cast(y_true, "int32")
-        tf.debugging.assert_less(indices, num_labels, message=(
-            f"elmo_keras: integer labels are label indices (padded with -1) and must be < {num_labels}; "
-            "pass multi-hot labels as floats"))
+        tf.debugging.assert_less(
+            indices,
+            num_labels,
+            message=(
+                f"elmo_keras: integer labels are label indices (padded with -1) and must be < {num_labels}; "
+                "pass multi-hot labels as floats"
+            ),
+        )
         tf.debugging.assert_greater_equal(indices, -1, message="elmo_keras: label indices must be >= -1")
         hot = ops.one_hot(ops.where(indices >= 0, indices, num_labels), num_labels + 1)  # -1 -> extra column
         return ops.minimum(ops.sum(hot, axis=1), 1.0)[:, :num_labels]
@@ -52,8 +61,7 @@ class MultiLabelBinaryCrossentropy(keras.losses.Loss):
 
     def __call__(self, y_true, y_pred, sample_weight=None):
         # Convert before Loss.__call__ casts y_true to float (which would hide integer label indices).
-        return super().__call__(to_multi_hot(ops.convert_to_tensor(y_true), self.num_labels), y_pred,
-                                sample_weight)
+        return super().__call__(to_multi_hot(ops.convert_to_tensor(y_true), self.num_labels), y_pred, sample_weight)
 
     def call(self, y_true, y_pred):
         return keras.losses.binary_crossentropy(y_true, ops.cast(y_pred, "float32"))
@@ -95,8 +103,12 @@ class MultiLabelF1(keras.metrics.Metric):
             v.assign(ops.zeros_like(v))
 
     def get_config(self):
-        return {**super().get_config(), "num_labels": self.num_labels, "average": self.average,
-                "threshold": self.threshold}
+        return {
+            **super().get_config(),
+            "num_labels": self.num_labels,
+            "average": self.average,
+            "threshold": self.threshold,
+        }
 
 
 @serializable

@@ -1,4 +1,5 @@
 """Model builders: classifiers and taggers stacked on any embedder (Elmo, HubElmo, StaticEmbedding)."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -7,20 +8,28 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from elmo_keras.tasks.embed_once import FEATURES_HEAD, FIT_ARGUMENTS, EmbedOnce, strings
 from elmo_keras.errors import InputError
 from elmo_keras.layers.fusion import StackLayers, UnstackLayers, make_layer_mixer
 from elmo_keras.layers.hub import HubElmo
 from elmo_keras.layers.pooling import MaskedPooling
 from elmo_keras.layers.segments import SegmentedEncoder
-from elmo_keras.tasks.metrics import MultiLabelBinaryCrossentropy, MultiLabelF1, PrecisionAtK, pad_label_indices
 from elmo_keras.saving import serializable
+from elmo_keras.tasks.embed_once import FEATURES_HEAD, FIT_ARGUMENTS, EmbedOnce, strings
+from elmo_keras.tasks.metrics import MultiLabelBinaryCrossentropy, MultiLabelF1, PrecisionAtK, pad_label_indices
 from elmo_keras.text import as_text, pad_tokens
 
 HEADS = ("bigru", "bilstm_bigru", "pool")
 
-__all__ = ["HEADS", "TextModel", "features_classifier", "layer_mixer", "pad_label_indices", "pad_tokens",
-           "sequence_tagger", "text_classifier"]
+__all__ = [
+    "HEADS",
+    "TextModel",
+    "features_classifier",
+    "layer_mixer",
+    "pad_label_indices",
+    "pad_tokens",
+    "sequence_tagger",
+    "text_classifier",
+]
 
 
 @serializable
@@ -137,11 +146,22 @@ def _sequence_head(x, head: str, units: int, hidden: int):
     return x
 
 
-def text_classifier(embedder: keras.layers.Layer, num_classes: int, head: str = "bigru", mix: str = "trainable",
-                    multi_label: bool = False, mix_weights: Sequence[float] | None = None, units: int = 128,
-                    hidden: int = 256, dropout: float = 0.3, max_tokens: int | None = None,
-                    learning_rate: float = 1e-3, top_k: int = 5, word_embedding: keras.layers.Layer | None = None,
-                    name: str = "text_classifier") -> keras.Model:
+def text_classifier(
+    embedder: keras.layers.Layer,
+    num_classes: int,
+    head: str = "bigru",
+    mix: str = "trainable",
+    multi_label: bool = False,
+    mix_weights: Sequence[float] | None = None,
+    units: int = 128,
+    hidden: int = 256,
+    dropout: float = 0.3,
+    max_tokens: int | None = None,
+    learning_rate: float = 1e-3,
+    top_k: int = 5,
+    word_embedding: keras.layers.Layer | None = None,
+    name: str = "text_classifier",
+) -> keras.Model:
     """A compiled ``keras.Model``: raw strings [B] -> class probabilities [B, num_classes].
 
     head: "bigru" (Bidirectional GRU, masked max+mean pooling), "bilstm_bigru" (a BiLSTM and a BiGRU read the
@@ -159,8 +179,9 @@ def text_classifier(embedder: keras.layers.Layer, num_classes: int, head: str = 
     layers = _layer_embedder(embedder)(tokens)
     if isinstance(layers, (list, tuple)):  # biLM layers: mixed inside the features head (see TextModel.fit)
         stacked = StackLayers(name="stack_layers")(layers)
-        features_head = _features_head(len(layers), layers[0].shape[-1], head, mix, mix_weights, units, hidden,
-                                       word_embedding)
+        features_head = _features_head(
+            len(layers), layers[0].shape[-1], head, mix, mix_weights, units, hidden, word_embedding
+        )
         pooled = features_head({**stacked, "tokens": tokens} if word_embedding is not None else stacked)
     else:  # a static embedding has a single layer: nothing to mix
         pooled = _pooled_head(layers, tokens, head, units, hidden, word_embedding)
@@ -168,8 +189,7 @@ def text_classifier(embedder: keras.layers.Layer, num_classes: int, head: str = 
 
     text = keras.Input(shape=(), dtype="string", name="text")
     doc = SegmentedEncoder(encoder, max_tokens=max_tokens, name="document")(text)
-    return _compiled_classifier(TextModel, text, doc, num_classes, multi_label, dropout, learning_rate, top_k,
-                                name)
+    return _compiled_classifier(TextModel, text, doc, num_classes, multi_label, dropout, learning_rate, top_k, name)
 
 
 def _check_classifier_args(head: str, num_classes: int, multi_label: bool) -> None:
@@ -179,28 +199,55 @@ def _check_classifier_args(head: str, num_classes: int, multi_label: bool) -> No
         raise ValueError(f"num_classes must be >= 2 (>= 1 for multi-label), got {num_classes}")
 
 
-def _compiled_classifier(model_class: type[keras.Model], inputs, doc, num_classes: int, multi_label: bool,
-                         dropout: float, learning_rate: float, top_k: int, name: str) -> keras.Model:
+def _compiled_classifier(
+    model_class: type[keras.Model],
+    inputs,
+    doc,
+    num_classes: int,
+    multi_label: bool,
+    dropout: float,
+    learning_rate: float,
+    top_k: int,
+    name: str,
+) -> keras.Model:
     """Pooled document vectors -> dropout -> Dense scores, compiled with the loss/metrics of the task."""
     doc = keras.layers.Dropout(dropout, name="dropout")(doc)
     activation = "sigmoid" if multi_label else "softmax"
     outputs = keras.layers.Dense(num_classes, activation=activation, dtype="float32", name="scores")(doc)
     model = model_class(inputs, outputs, name=name)
     if multi_label:
-        model.compile(keras.optimizers.Adam(learning_rate), loss=MultiLabelBinaryCrossentropy(num_classes),
-                      metrics=[MultiLabelF1(num_classes, "micro"), MultiLabelF1(num_classes, "macro"),
-                               PrecisionAtK(num_classes, k=top_k)])
+        model.compile(
+            keras.optimizers.Adam(learning_rate),
+            loss=MultiLabelBinaryCrossentropy(num_classes),
+            metrics=[
+                MultiLabelF1(num_classes, "micro"),
+                MultiLabelF1(num_classes, "macro"),
+                PrecisionAtK(num_classes, k=top_k),
+            ],
+        )
     else:
-        model.compile(keras.optimizers.Adam(learning_rate), loss="sparse_categorical_crossentropy",
-                      metrics=["accuracy"])
+        model.compile(
+            keras.optimizers.Adam(learning_rate), loss="sparse_categorical_crossentropy", metrics=["accuracy"]
+        )
     return model
 
 
-def features_classifier(num_layers: int, dim: int, num_classes: int, head: str = "bigru", mix: str = "trainable",
-                        multi_label: bool = False, mix_weights: Sequence[float] | None = None, units: int = 128,
-                        hidden: int = 256, dropout: float = 0.3, learning_rate: float = 1e-3, top_k: int = 5,
-                        word_embedding: keras.layers.Layer | None = None,
-                        name: str = "features_classifier") -> keras.Model:
+def features_classifier(
+    num_layers: int,
+    dim: int,
+    num_classes: int,
+    head: str = "bigru",
+    mix: str = "trainable",
+    multi_label: bool = False,
+    mix_weights: Sequence[float] | None = None,
+    units: int = 128,
+    hidden: int = 256,
+    dropout: float = 0.3,
+    learning_rate: float = 1e-3,
+    top_k: int = 5,
+    word_embedding: keras.layers.Layer | None = None,
+    name: str = "features_classifier",
+) -> keras.Model:
     """Like :func:`text_classifier`, but over precomputed biLM layers instead of raw strings.
 
     Inputs ``{"layers": float [B, T, num_layers, dim], "mask": bool [B, T]}``, as batched by
@@ -213,16 +260,27 @@ def features_classifier(num_layers: int, dim: int, num_classes: int, head: str =
     _check_classifier_args(head, num_classes, multi_label)
     features_head = _features_head(num_layers, dim, head, mix, mix_weights, units, hidden, word_embedding)
     inputs = _inputs_like(features_head)
-    return _compiled_classifier(keras.Model, inputs, features_head(inputs), num_classes, multi_label, dropout,
-                                learning_rate, top_k, name)
+    return _compiled_classifier(
+        keras.Model, inputs, features_head(inputs), num_classes, multi_label, dropout, learning_rate, top_k, name
+    )
 
 
-def _features_head(num_layers: int, dim: int, head: str, mix: str, mix_weights, units: int, hidden: int,
-                   word_embedding: keras.layers.Layer | None) -> keras.Model:
+def _features_head(
+    num_layers: int,
+    dim: int,
+    head: str,
+    mix: str,
+    mix_weights,
+    units: int,
+    hidden: int,
+    word_embedding: keras.layers.Layer | None,
+) -> keras.Model:
     """``{"layers": [B, T, num_layers, dim], "mask": [B, T]}`` (+ ``"tokens"`` [B, T]) -> pooled [B, 2H]:
     the layer mixer, the optional word embedding, the sequence head and the pooling."""
-    inputs = {"layers": keras.Input(shape=(None, num_layers, dim), name="layers"),
-              "mask": keras.Input(shape=(None,), dtype="bool", name="mask")}
+    inputs = {
+        "layers": keras.Input(shape=(None, num_layers, dim), name="layers"),
+        "mask": keras.Input(shape=(None,), dtype="bool", name="mask"),
+    }
     if word_embedding is not None:
         inputs["tokens"] = keras.Input(shape=(None,), dtype="string", name="tokens")
     layers = UnstackLayers(name="unstack_layers")([inputs["layers"], inputs["mask"]])
@@ -242,9 +300,17 @@ def _inputs_like(model: keras.Model) -> dict:
     return {key: keras.Input(shape=t.shape[1:], dtype=t.dtype, name=key) for key, t in model.input.items()}
 
 
-def sequence_tagger(embedder: keras.layers.Layer, num_tags: int, mix: str = "trainable",
-                    mix_weights: Sequence[float] | None = None, units: int = 128, hidden: int = 256,
-                    dropout: float = 0.3, learning_rate: float = 1e-3, name: str = "sequence_tagger") -> keras.Model:
+def sequence_tagger(
+    embedder: keras.layers.Layer,
+    num_tags: int,
+    mix: str = "trainable",
+    mix_weights: Sequence[float] | None = None,
+    units: int = 128,
+    hidden: int = 256,
+    dropout: float = 0.3,
+    learning_rate: float = 1e-3,
+    name: str = "sequence_tagger",
+) -> keras.Model:
     """A compiled ``keras.Model``: padded tokens [B, T] ("" = padding, see :func:`pad_tokens`) -> tag
     probabilities [B, T, num_tags].
 
@@ -261,8 +327,7 @@ def sequence_tagger(embedder: keras.layers.Layer, num_tags: int, mix: str = "tra
     x = keras.layers.Dropout(dropout)(x)
     outputs = keras.layers.Dense(num_tags, activation="softmax", dtype="float32", name="tags")(x)
     model = TextModel(tokens, outputs, name=name)
-    model.compile(keras.optimizers.Adam(learning_rate), loss="sparse_categorical_crossentropy",
-                  metrics=["accuracy"])
+    model.compile(keras.optimizers.Adam(learning_rate), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     return model
 
 
@@ -276,5 +341,7 @@ def layer_mixer(model: keras.Model, name: str = "layer_mix") -> keras.layers.Lay
             return layer
         stack.extend(getattr(layer, "layers", []))
         stack.extend([layer.encoder] if isinstance(layer, SegmentedEncoder) else [])
-    raise ValueError(f"{model.name} has no layer named {name!r} (its embedder has a single layer, or it was "
-                     "not built by elmo_keras.tasks.models)")
+    raise ValueError(
+        f"{model.name} has no layer named {name!r} (its embedder has a single layer, or it was "
+        "not built by elmo_keras.tasks.models)"
+    )

@@ -1,4 +1,5 @@
 """Train and evaluate a classifier on a bundled dataset or CSV files (what ``elmo-keras train`` runs)."""
+
 from __future__ import annotations
 
 import csv
@@ -10,14 +11,13 @@ import numpy as np
 from sklearn.metrics import f1_score
 from sklearn.model_selection import train_test_split
 
-from elmo_keras.tasks import datasets, models
-from elmo_keras.layers.static import StaticEmbedding
-from elmo_keras.tasks.datasets import TextClassificationData
 from elmo_keras.elmo import Elmo
 from elmo_keras.errors import InputError
+from elmo_keras.layers.static import StaticEmbedding
+from elmo_keras.tasks import datasets, models
+from elmo_keras.tasks.datasets import TextClassificationData
 from elmo_keras.tasks.metrics import pad_label_indices
 from elmo_keras.text import tokenize
-
 
 log = logging.getLogger(__name__)
 
@@ -27,15 +27,20 @@ Task = TextClassificationData  # texts (object arrays) + int labels, or -1-padde
 def _read_csv(path: str, text_column: str, label_column: str) -> tuple[list[str], list[str]]:
     """(texts, labels) of a CSV with a header row (UTF-8, with or without the byte-order mark Excel writes)."""
     if not os.path.isfile(path):
-        raise InputError(f"data file not found: {path}" if not os.path.exists(path) else
-                         f"{path} is a folder; give a CSV file with a header row")
+        raise InputError(
+            f"data file not found: {path}"
+            if not os.path.exists(path)
+            else f"{path} is a folder; give a CSV file with a header row"
+        )
     with open(path, encoding="utf-8-sig", newline="") as f:
         try:
             reader = csv.DictReader(f)
             missing = {text_column, label_column} - set(reader.fieldnames or [])
             if missing:
-                raise InputError(f"{path}: no column(s) {sorted(missing)}; columns are {reader.fieldnames} "
-                                 "(set --text-column / --label-column)")
+                raise InputError(
+                    f"{path}: no column(s) {sorted(missing)}; columns are {reader.fieldnames} "
+                    "(set --text-column / --label-column)"
+                )
             rows, unlabelled = [], []
             for r in reader:
                 rows.append((r[text_column] or "", (r[label_column] or "").strip()))
@@ -49,15 +54,21 @@ def _read_csv(path: str, text_column: str, label_column: str) -> tuple[list[str]
         raise InputError(f"{path} has no rows")
     if unlabelled:
         shown = ", ".join(map(str, unlabelled[:10])) + (", ..." if len(unlabelled) > 10 else "")
-        raise InputError(f"{path}: {len(unlabelled)} row(s) have no {label_column!r} (on line(s) {shown}); "
-                         "label them or remove them")
+        raise InputError(
+            f"{path}: {len(unlabelled)} row(s) have no {label_column!r} (on line(s) {shown}); label them or remove them"
+        )
     texts = [t for t, _ in rows]
     empty = sum(not t.strip() for t in texts)
     if empty == len(texts):
         raise InputError(f"{path}: every {text_column!r} cell is empty or whitespace; check --text-column")
     if empty:
-        log.warning("%s: %d of %d %r cells are empty or whitespace (each is one text without words)",
-                    path, empty, len(texts), text_column)
+        log.warning(
+            "%s: %d of %d %r cells are empty or whitespace (each is one text without words)",
+            path,
+            empty,
+            len(texts),
+            text_column,
+        )
     return texts, [label for _, label in rows]
 
 
@@ -65,20 +76,28 @@ def _split_test(data: str, labels: list[str], seed: int, multi_label: bool, frac
     """A boolean test mask: ``fraction`` of the rows, stratified by label (random when multi-label)."""
     rows = np.arange(len(labels))
     try:
-        _, test_rows = train_test_split(rows, test_size=fraction, random_state=seed,
-                                        stratify=None if multi_label else labels)
+        _, test_rows = train_test_split(
+            rows, test_size=fraction, random_state=seed, stratify=None if multi_label else labels
+        )
     except ValueError as err:  # a class with one row, or too few rows for a test split
-        raise InputError(f"cannot split {data} into train and test ({len(labels)} rows, {len(set(labels))} classes):"
-                         f" {err}; give at least 2 rows per class (5 for a useful test split), or a --test CSV"
-                         ) from None
+        raise InputError(
+            f"cannot split {data} into train and test ({len(labels)} rows, {len(set(labels))} classes):"
+            f" {err}; give at least 2 rows per class (5 for a useful test split), or a --test CSV"
+        ) from None
     is_test = np.zeros(len(labels), bool)
     is_test[test_rows] = True
     return is_test
 
 
-def load_task(data: str = "ag_news", test: str | None = None, text_column: str = "text",
-              label_column: str = "label", multi_label: bool = False, separator: str = "|",
-              seed: int = 0) -> Task:
+def load_task(
+    data: str = "ag_news",
+    test: str | None = None,
+    text_column: str = "text",
+    label_column: str = "label",
+    multi_label: bool = False,
+    separator: str = "|",
+    seed: int = 0,
+) -> Task:
     """``data="ag_news"`` (bundled) or CSV file(s) with a header; without ``test``, 20% of ``data``."""
     if data == "ag_news":
         if test or multi_label:
@@ -118,14 +137,28 @@ def load_task(data: str = "ag_news", test: str | None = None, text_column: str =
 def _check_classes(data: str, class_names: list[str], multi_label: bool) -> None:
     """Training needs two classes (one label is enough when multi-label)."""
     if len(class_names) < (1 if multi_label else 2):
-        raise InputError(f"{data}: training needs at least 2 classes, the training rows have {class_names}; "
-                         "check --label-column")
+        raise InputError(
+            f"{data}: training needs at least 2 classes, the training rows have {class_names}; check --label-column"
+        )
 
 
-def train_model(task: Task, options_file: str, weight_file: str, head: str = "bigru", mix: str = "trainable",
-                mix_weights=None, units: int = 64, max_tokens: int | None = None, words: int = 128, epochs: int = 15,
-                patience: int = 3, validation_split: float = 0.1, batch_size: int = 32, learning_rate: float = 2e-3,
-                verbose="auto"):
+def train_model(
+    task: Task,
+    options_file: str,
+    weight_file: str,
+    head: str = "bigru",
+    mix: str = "trainable",
+    mix_weights=None,
+    units: int = 64,
+    max_tokens: int | None = None,
+    words: int = 128,
+    epochs: int = 15,
+    patience: int = 3,
+    validation_split: float = 0.1,
+    batch_size: int = 32,
+    learning_rate: float = 2e-3,
+    verbose="auto",
+):
     """``text_classifier`` over ``Elmo.from_pretrained`` (+ a ``words``-dimensional task word embedding, 0 for
     none), fitted on the training split with early stopping on a held-out ``validation_split`` of it (at most
     ``epochs``, stopping ``patience`` epochs after the best validation accuracy, whose weights are kept).
@@ -133,34 +166,55 @@ def train_model(task: Task, options_file: str, weight_file: str, head: str = "bi
     elmo = Elmo.from_pretrained(options_file, weight_file)
     layers = elmo.bilm.num_layers + 1
     if mix_weights is not None and len(mix_weights) != layers:
-        raise InputError(f"{len(mix_weights)} mix weights for a biLM with {layers} layers (the token layer and "
-                         f"{layers - 1} contextual ones): give one weight per layer")
+        raise InputError(
+            f"{len(mix_weights)} mix weights for a biLM with {layers} layers (the token layer and "
+            f"{layers - 1} contextual ones): give one weight per layer"
+        )
     word_embedding = None
     if words:
         word_embedding = StaticEmbedding.from_corpus([tokenize(t) for t in task.train_texts], words, name="words")
-    model = models.text_classifier(elmo, len(task.class_names), head=head, mix=mix, mix_weights=mix_weights,
-                                   multi_label=task.multi_label, units=units, max_tokens=max_tokens,
-                                   learning_rate=learning_rate, word_embedding=word_embedding)
+    model = models.text_classifier(
+        elmo,
+        len(task.class_names),
+        head=head,
+        mix=mix,
+        mix_weights=mix_weights,
+        multi_label=task.multi_label,
+        units=units,
+        max_tokens=max_tokens,
+        learning_rate=learning_rate,
+        word_embedding=word_embedding,
+    )
     texts, labels = task.train_texts, task.train_labels
     callbacks = []
     if validation_split:  # a random held-out part (Keras would take the last rows, which may be one class)
         order = np.random.permutation(len(texts))
         texts, labels = texts[order], labels[order]
         monitor = "val_micro_f1" if task.multi_label else "val_accuracy"
-        callbacks.append(keras.callbacks.EarlyStopping(monitor, mode="max", patience=patience,
-                                                       restore_best_weights=True))
-    model.fit(texts, labels, epochs=epochs, batch_size=batch_size, validation_split=validation_split,
-              callbacks=callbacks, verbose=verbose)
+        callbacks.append(
+            keras.callbacks.EarlyStopping(monitor, mode="max", patience=patience, restore_best_weights=True)
+        )
+    model.fit(
+        texts,
+        labels,
+        epochs=epochs,
+        batch_size=batch_size,
+        validation_split=validation_split,
+        callbacks=callbacks,
+        verbose=verbose,
+    )
     return model
 
 
 def evaluate(model, task: Task, batch_size: int = 32) -> dict[str, float]:
     """Scores on the test split: accuracy and macro_f1, or micro_f1, macro_f1 and precision_at_5 (multi-label)."""
     if task.multi_label:
-        values = model.evaluate(task.test_texts, task.test_labels, batch_size=batch_size, verbose=0,
-                                return_dict=True)
+        values = model.evaluate(task.test_texts, task.test_labels, batch_size=batch_size, verbose=0, return_dict=True)
         return {k: float(values[k]) for k in ("micro_f1", "macro_f1", "precision_at_5") if k in values}
     predicted = model.predict(task.test_texts, batch_size=batch_size, verbose=0).argmax(-1)
-    return {"accuracy": float(np.mean(predicted == task.test_labels)),
-            "macro_f1": float(f1_score(task.test_labels, predicted, labels=range(len(task.class_names)),
-                                       average="macro", zero_division=0))}
+    return {
+        "accuracy": float(np.mean(predicted == task.test_labels)),
+        "macro_f1": float(
+            f1_score(task.test_labels, predicted, labels=range(len(task.class_names)), average="macro", zero_division=0)
+        ),
+    }

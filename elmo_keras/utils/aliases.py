@@ -2,6 +2,7 @@
 ...) stay importable after the modules moved into folders by role: an import of an old path returns the moved
 module itself (the same object, so ``monkeypatch.setattr("elmo_keras.download.TIMEOUT", ...)`` and pickles
 that name the old path keep working). Nothing is imported until an old path is."""
+
 from __future__ import annotations
 
 import importlib
@@ -10,15 +11,29 @@ import importlib.machinery
 import sys
 
 #: old module path -> where it lives now
-MOVED = {f"elmo_keras.{old}": f"elmo_keras.{new}" for old, new in {
-    "files": "utils.files", "cpu": "utils.cpu", "host_memory": "utils.host_memory",
-    "deprecation": "utils.deprecation",
-    "options": "io.options", "weights": "io.weights", "download": "io.download", "hub_module": "io.hub_module",
-    "models": "tasks.models", "metrics": "tasks.metrics", "callbacks": "tasks.callbacks",
-    "baselines": "tasks.baselines", "features": "tasks.features", "embed_once": "tasks.embed_once",
-    "datasets": "tasks.datasets", "train_task": "tasks.train_task",
-    "beam": "corpus.beam", "hub_export": "export.hub_module",
-}.items()}
+MOVED = {
+    f"elmo_keras.{old}": f"elmo_keras.{new}"
+    for old, new in {
+        "files": "utils.files",
+        "cpu": "utils.cpu",
+        "host_memory": "utils.host_memory",
+        "deprecation": "utils.deprecation",
+        "options": "io.options",
+        "weights": "io.weights",
+        "download": "io.download",
+        "hub_module": "io.hub_module",
+        "models": "tasks.models",
+        "metrics": "tasks.metrics",
+        "callbacks": "tasks.callbacks",
+        "baselines": "tasks.baselines",
+        "features": "tasks.features",
+        "embed_once": "tasks.embed_once",
+        "datasets": "tasks.datasets",
+        "train_task": "tasks.train_task",
+        "beam": "corpus.beam",
+        "hub_export": "export.hub_module",
+    }.items()
+}
 
 
 class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):

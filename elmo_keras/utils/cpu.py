@@ -4,6 +4,7 @@ On CPUs with AMX or AVX512-BF16, oneDNN runs bfloat16 matmuls about twice as fas
 AVX2-only CPUs bfloat16 is emulated and several times *slower*. ``auto_dtype`` picks accordingly and logs
 its choice in one line.
 """
+
 from __future__ import annotations
 
 import logging

@@ -3,6 +3,7 @@
 A process killed at any moment leaves either the old content or the new one, plus at worst a hidden ``*.tmp``
 entry that :func:`remove_stale_temporaries` (or the next :func:`atomic_file` on the same path) clears.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -140,8 +141,9 @@ def exclusive_lock(folder: str, what: str, name: str = LOCK) -> Iterator[None]:
         os.makedirs(folder, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o666)
     except OSError as err:
-        raise InputError(f"cannot create or write into {folder}: {err.strerror}; choose a folder you can write "
-                         f"into") from None
+        raise InputError(
+            f"cannot create or write into {folder}: {err.strerror}; choose a folder you can write into"
+        ) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

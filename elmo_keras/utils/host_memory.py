@@ -7,6 +7,7 @@ TensorFlow through DLPack (no copy); assigning that tensor lets the variable ado
 built to be overwritten (:func:`~elmo_keras.layers.initializers.weights_loaded_next`) are lazily zeroed
 buffers whose pages are never touched, so they cost no resident memory at all.
 """
+
 from __future__ import annotations
 
 import mmap
