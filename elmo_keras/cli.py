@@ -117,16 +117,19 @@ def _model_source_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _model_files(args: argparse.Namespace) -> tuple[str, str]:
-    """Local (options, weights) paths; a published preset or a URL is downloaded once into the cache."""
-    from elmo_keras.io.download import local_file
-    from elmo_keras.presets import preset_files
+    """Local (options, weights) paths, through the one loader (:func:`elmo_keras.io.load.resolve`); a published
+    preset or a URL is downloaded once into the cache."""
+    from elmo_keras.io.load import resolve
 
-    if args.preset:
-        files = preset_files(args.preset)
-        return files["options"], files["weights"]
-    if not args.weights:
+    if not args.preset and not args.weights:
         raise InputError("--options needs --weights")
-    return local_file(args.options, "json"), local_file(args.weights, "hdf5")
+    files = resolve(args.preset) if args.preset else resolve(args.options, args.weights)
+    if files.hub is not None:
+        raise InputError(
+            f"--preset {args.preset!r} is a TF Hub module; this command reads released-layout files (options.json "
+            "and weights.hdf5): load the module with ek.Elmo.from_hub in Python"
+        )
+    return files.options, files.weights
 
 
 def _run_presets(args: argparse.Namespace) -> int:

@@ -10,12 +10,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from elmo_keras.io.options import load_options, normalize_options
-from elmo_keras.io.weights import iter_weights_hdf5, write_weights_hdf5
+from elmo_keras.io.load import ModelFiles, resolve
+from elmo_keras.io.options import normalize_options
+from elmo_keras.io.weights import write_weights_hdf5
 from elmo_keras.layers.bilm import BiLM
 from elmo_keras.lm.data import sentences_dataset
 from elmo_keras.lm.vocab import Vocabulary
-from elmo_keras.presets import preset_files
 from elmo_keras.saving import serializable
 
 SOFTMAX_W, SOFTMAX_B = "softmax/W", "softmax/b"  # names in bilm-tf checkpoints and in our softmax hdf5
@@ -211,19 +211,32 @@ class BiLanguageModel(keras.Model):
 
         Without ``softmax_file`` the softmax starts from random (e.g. a new vocabulary for domain adaptation).
         """
-        options = load_options(options_file)
-        model = cls(options, vocab, **kwargs)
-        model.build()
-        model.bilm.set_weight_arrays(iter_weights_hdf5(weight_file, options))  # one array in memory at a time
-        if softmax_file is not None:
-            model.load_softmax_hdf5(softmax_file)
-        return model
+        return cls._from_files(resolve(options_file, weight_file), vocab, softmax_file, **kwargs)
 
     @classmethod
     def from_preset(cls, name: str, **kwargs) -> "BiLanguageModel":
-        """A shipped preset (e.g. ``"brown-small"``) or a pretraining output folder, softmax included."""
-        files = preset_files(name)
-        return cls.from_pretrained(files["options"], files["weights"], files["vocab"], files["softmax"], **kwargs)
+        """A shipped preset (e.g. ``"brown-small"``) or a pretraining output folder, softmax included; any source
+        :func:`elmo_keras.io.load.resolve` takes that has a vocabulary."""
+        files = resolve(name)
+        return cls._from_files(files, files.vocab, files.softmax, **kwargs)
+
+    @classmethod
+    def _from_files(
+        cls,
+        files: ModelFiles,
+        vocab: Vocabulary | Sequence[str] | str | os.PathLike,
+        softmax_file: str | os.PathLike | None,
+        **kwargs,
+    ) -> "BiLanguageModel":
+        """What the loader found -> a built model (every ``from_*`` ends here); weights streamed, one array in
+        memory at a time."""
+        weights = files.read()
+        model = cls(weights.options, vocab, **kwargs)
+        model.build()
+        model.bilm.set_weight_arrays(weights.arrays)
+        if softmax_file is not None:
+            model.load_softmax_hdf5(softmax_file)
+        return model
 
     def get_config(self):
         return {

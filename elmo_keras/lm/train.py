@@ -29,12 +29,12 @@ import keras
 import tensorflow as tf
 
 from elmo_keras.errors import InputError
+from elmo_keras.io.load import resolve
 from elmo_keras.io.options import load_options, positive_int
-from elmo_keras.io.weights import iter_weights_hdf5, save_weights_hdf5
+from elmo_keras.io.weights import save_weights_hdf5
 from elmo_keras.lm.data import DEFAULT_BUCKETS, lm_dataset
 from elmo_keras.lm.model import BiLanguageModel
 from elmo_keras.lm.vocab import Vocabulary
-from elmo_keras.presets import preset_files
 from elmo_keras.tasks.callbacks import Throughput
 from elmo_keras.utils.files import LOCK, exclusive_lock, file_sha256, remove_stale_temporaries, write_json
 
@@ -422,11 +422,13 @@ def _record_epochs(state: dict, epoch_logs: EpochLogs) -> None:
 
 
 def _load_initial_weights(model: BiLanguageModel, source: str, vocab: Vocabulary) -> None:
-    files = preset_files(source)
-    src_options = load_options(files["options"])
+    """``--init-from``: any source of :func:`elmo_keras.io.load.resolve`; its softmax too when its vocabulary is
+    this run's."""
+    files = resolve(source)
+    weights = files.read()
     for key in _BILM_KEYS:
-        if src_options.get(key) != model.options.get(key):
+        if weights.options.get(key) != model.options.get(key):
             raise InputError(f"cannot continue from {source!r}: its '{key}' options differ from this run's")
-    model.bilm.set_weight_arrays(iter_weights_hdf5(files["weights"], src_options))
-    if files.get("softmax") and files.get("vocab") and Vocabulary.load(files["vocab"]) == vocab:
-        model.load_softmax_hdf5(files["softmax"])
+    model.bilm.set_weight_arrays(weights.arrays)
+    if files.softmax and files.vocab and Vocabulary.load(files.vocab) == vocab:
+        model.load_softmax_hdf5(files.softmax)

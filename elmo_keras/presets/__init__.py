@@ -1,4 +1,4 @@
-"""Pretrained biLMs by name ("presets") and their files.
+"""Pretrained biLMs by name ("presets"): the shipped presets' data folders and ``registry.json``, and their list.
 
 A preset is one of:
 
@@ -7,95 +7,41 @@ A preset is one of:
   ``pubmed``): its options and weights are downloaded once into the cache (:mod:`elmo_keras.io.download`);
 - a folder, or the http(s) URL of a folder, holding ``options.json`` and ``weights.hdf5`` (released layout),
   optionally ``vocab.txt`` (bilm-tf format) and ``softmax.hdf5`` (e.g. the output of ``elmo-keras pretrain``).
+
+Which is which is decided by the one loader, :func:`elmo_keras.io.load.resolve` (it also reads TF Hub modules);
+:data:`PRESETS` and :func:`registry` are its catalogue, re-exported here.
 """
 
 from __future__ import annotations
 
-import functools
-import json
 import math
 import os
 from dataclasses import dataclass
 
-from elmo_keras.errors import InputError
-from elmo_keras.io.download import RemoteUnavailable, cache_path, fetch, is_cached, is_url
+from elmo_keras.io.download import cache_path, is_cached
+from elmo_keras.io.load import PRESETS, registry, resolve
 from elmo_keras.io.options import load_options
 from elmo_keras.io.weights import expected_shapes
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-
-#: name -> one-line description of the shipped presets.
-PRESETS: dict[str, str] = {
-    "brown-small": (
-        "2-layer biLM (LSTM 256, projection 128, 12k-word softmax) pretrained on the Brown corpus; "
-        "see brown-small/RECIPE.md"
-    ),
-    "brown-small-transformer": (
-        "brown-small with a causal Transformer (2 layers, 4 heads, width 128) instead of the LSTMs; "
-        "see brown-small-transformer/RECIPE.md"
-    ),
-    "brown-small-cnn": (
-        "brown-small with a causal gated CNN (2 layers, kernel 9, width 128) instead of the LSTMs; "
-        "see brown-small-cnn/RECIPE.md"
-    ),
-}
-_FILES = {"options": "options.json", "weights": "weights.hdf5", "vocab": "vocab.txt", "softmax": "softmax.hdf5"}
-_KINDS = {"options": "json", "weights": "hdf5", "vocab": "text", "softmax": "hdf5"}  # what download.fetch checks
-_REQUIRED = ("options", "weights")
-
-
-@functools.cache
-def registry() -> dict[str, dict]:
-    """The published models of ``registry.json``: name -> {description, architecture, params, options_url,
-    weights_url, weights_bytes, weights_sha256, source}."""
-    with open(os.path.join(_HERE, "registry.json"), encoding="utf-8") as f:
-        return json.load(f)["presets"]
+__all__ = ["PRESETS", "PresetInfo", "list_presets", "parameter_count", "preset_files", "presets_table", "registry"]
 
 
 def preset_files(name: str | os.PathLike) -> dict[str, str | None]:
-    """Local paths of a preset's files: {"options", "weights", "vocab", "softmax"} (the last two None if absent).
+    """Local paths of a preset's files, through :func:`elmo_keras.io.load.resolve`.
 
-    ``name`` is a shipped or published preset, a folder or a folder's URL (see the module doc); published and
-    URL presets are downloaded on first use. InputError for an unknown name or a folder without the files.
+    Args:
+        name: a shipped or published preset, a folder or a folder's URL (see the module doc); published and URL
+            presets are downloaded on first use.
+
+    Returns:
+        {"options", "weights", "vocab", "softmax"}: paths, the last two None if absent (all four None for a
+        TF Hub module: read it with ``resolve(name).read()``).
+
+    Raises:
+        InputError: an unknown name or a folder without the files.
     """
-    name = os.fspath(name)
-    if name in registry():
-        entry = registry()[name]
-        return {
-            "options": fetch(entry["options_url"], kind=_KINDS["options"]),
-            "weights": fetch(entry["weights_url"], entry["weights_sha256"], kind=_KINDS["weights"]),
-            "vocab": None,
-            "softmax": None,
-        }
-    if is_url(name):
-        return _url_folder_files(name)
-    folder = os.path.join(_HERE, name) if name in PRESETS else name
-    if not os.path.isdir(folder):
-        raise InputError(
-            f"unknown preset {name!r}: use one of {sorted(PRESETS) + sorted(registry())} "
-            f"(ek.list_presets()), or a folder or URL with options.json and weights.hdf5"
-        )
-    files = {key: os.path.join(folder, file) for key, file in _FILES.items()}
-    missing = [_FILES[key] for key in _REQUIRED if not os.path.isfile(files[key])]
-    if missing:
-        raise InputError(
-            f"preset folder {folder} has no {' and no '.join(missing)}: a preset folder holds "
-            "options.json and weights.hdf5 (released layout), optionally vocab.txt and softmax.hdf5 "
-            "(e.g. the --out folder of elmo-keras pretrain)"
-        )
-    return {key: path if os.path.exists(path) else None for key, path in files.items()}
-
-
-def _url_folder_files(url: str) -> dict[str, str | None]:
-    """The files of a preset folder at ``url``: options and weights must be there, vocab and softmax may not."""
-    base = url.rstrip("/") + "/"
-    files = {key: fetch(base + _FILES[key], kind=_KINDS[key]) for key in _REQUIRED}
-    for key in _FILES.keys() - set(_REQUIRED):
-        try:
-            files[key] = fetch(base + _FILES[key], kind=_KINDS[key])
-        except RemoteUnavailable:  # not on the server (404 ...), or not cached while offline
-            files[key] = None
-    return files
+    files = resolve(name)
+    return {"options": files.options, "weights": files.weights, "vocab": files.vocab, "softmax": files.softmax}
 
 
 def parameter_count(options: dict | str | os.PathLike) -> int:

@@ -1,0 +1,209 @@
+"""One loader: any model source -> its files, decided once (:func:`resolve`) -> its weights (:meth:`ModelFiles.read`).
+
+A source is, in the order :func:`resolve` tries them:
+
+- options + weights (``weights=`` given): the released files, each a path or an http(s) URL (downloaded once into
+  the cache, see :mod:`elmo_keras.io.download`); the options may also be a dict;
+- a published model named in ``presets/registry.json`` (``small``, ``medium``, ``original``, ``original-5.5b``,
+  ``pubmed``, see :func:`registry`): its options and weights are downloaded once;
+- a TF Hub module handle: a tfhub.dev or Kaggle URL, or the URL of a compressed module (``.tar.gz``), read by
+  :func:`elmo_keras.io.hub_module.read_hub_module` (any source, with ``hub=True``);
+- the http(s) URL of a folder holding ``options.json`` and ``weights.hdf5``, optionally ``vocab.txt`` and
+  ``softmax.hdf5`` (downloaded when the server has them);
+- a shipped preset (:data:`PRESETS`, e.g. ``brown-small``): a data folder of ``elmo_keras/presets``;
+- a folder holding those files (e.g. the ``--out`` folder of ``elmo-keras pretrain``), or a TF Hub module folder
+  (``saved_model.pb``, TF1 Hub format or written by ``export_hub_module``).
+
+The shipped presets and the registry are the loader's catalogue, so they are here (level ``io``); the
+``elmo_keras.presets`` package keeps the data and lists them (``ek.list_presets()``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from elmo_keras.errors import InputError
+from elmo_keras.io.download import RemoteUnavailable, fetch, is_url, local_file
+from elmo_keras.io.hub_module import _HUB_SITE, HubWeights, read_hub_module
+from elmo_keras.io.options import load_options
+from elmo_keras.io.weights import iter_weights_hdf5
+
+#: The data folder of the shipped presets (the ``elmo_keras.presets`` package, which holds no loading code).
+PRESETS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "presets")
+
+#: name -> one-line description of the shipped presets (folders of :data:`PRESETS_DIR`).
+PRESETS: dict[str, str] = {
+    "brown-small": (
+        "2-layer biLM (LSTM 256, projection 128, 12k-word softmax) pretrained on the Brown corpus; "
+        "see brown-small/RECIPE.md"
+    ),
+    "brown-small-transformer": (
+        "brown-small with a causal Transformer (2 layers, 4 heads, width 128) instead of the LSTMs; "
+        "see brown-small-transformer/RECIPE.md"
+    ),
+    "brown-small-cnn": (
+        "brown-small with a causal gated CNN (2 layers, kernel 9, width 128) instead of the LSTMs; "
+        "see brown-small-cnn/RECIPE.md"
+    ),
+}
+_FILES = {"options": "options.json", "weights": "weights.hdf5", "vocab": "vocab.txt", "softmax": "softmax.hdf5"}
+_KINDS = {"options": "json", "weights": "hdf5", "vocab": "text", "softmax": "hdf5"}  # what download.fetch checks
+_REQUIRED = ("options", "weights")
+_HUB_ARCHIVE = re.compile(r"\.(tar\.gz|tgz)$|[?&]tf-hub-format=compressed", re.IGNORECASE)
+
+
+@functools.cache
+def registry() -> dict[str, dict]:
+    """The published models of ``registry.json``.
+
+    Returns:
+        name -> {description, architecture, params, options_url, weights_url, weights_bytes, weights_sha256,
+        source}.
+    """
+    with open(os.path.join(PRESETS_DIR, "registry.json"), encoding="utf-8") as f:
+        return json.load(f)["presets"]
+
+
+@dataclass(frozen=True)
+class ModelWeights:
+    """A model's weights as read by :meth:`ModelFiles.read`.
+
+    Args:
+        options: the normalised options dict.
+        arrays: {released dataset name: array}, or (name, array) pairs streamed from an hdf5 file (one array in
+            memory at a time: the peak is the variables plus the largest array).
+        module: what a TF Hub module adds (sentence boundaries, mixing weights); None for released files.
+    """
+
+    options: dict
+    arrays: Mapping[str, np.ndarray] | Iterable[tuple[str, np.ndarray]]
+    module: HubWeights | None = None
+
+    def bilm_arguments(self, boundaries: str | None = None) -> dict:
+        """The ``BiLM`` keyword arguments the source decides: ``add_sentence_boundaries`` for a TF Hub module
+        (see :meth:`HubWeights.sentence_boundaries`); none for released files (the ``BiLM`` default stands)."""
+        return {} if self.module is None else {"add_sentence_boundaries": self.module.sentence_boundaries(boundaries)}
+
+    def init_mixes(self, mixes) -> None:
+        """Start built trainable ScalarMixes from a TF Hub module's aggregation; released files have none."""
+        if self.module is not None:
+            self.module.init_mixes(mixes)
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    """Where a model's parts are, as :func:`resolve` found them: local paths (URLs already downloaded), or the
+    handle of a TF Hub module.
+
+    Args:
+        options: path of options.json, or an options dict; None for a TF Hub module.
+        weights: path of the released-layout hdf5 weights; None for a TF Hub module.
+        vocab: path of vocab.txt (bilm-tf format), None when the source has none.
+        softmax: path of softmax.hdf5 (``BiLanguageModel.save_softmax_hdf5``), None when the source has none.
+        hub: a TF Hub module's folder or URL (what ``tensorflow_hub.load`` takes); None for released files.
+    """
+
+    options: dict | str | None = None
+    weights: str | None = None
+    vocab: str | None = None
+    softmax: str | None = None
+    hub: str | None = None
+
+    def read(self, use_skip_connections: bool | None = None) -> ModelWeights:
+        """Read the options and weights in the released layout (checked; see
+        :func:`elmo_keras.io.weights.iter_weights_hdf5` and :func:`elmo_keras.io.hub_module.read_hub_module`).
+
+        Args:
+            use_skip_connections: TF Hub modules only, see :func:`~elmo_keras.io.hub_module.read_hub_module`.
+
+        Returns:
+            A :class:`ModelWeights`; released weights are streamed when they are set, not read here.
+        """
+        if self.hub is not None:
+            module = read_hub_module(self.hub, use_skip_connections)
+            return ModelWeights(module.options, module.arrays, module)
+        options = load_options(self.options)
+        return ModelWeights(options, iter_weights_hdf5(self.weights, options))
+
+
+def resolve(
+    source: str | os.PathLike | dict, weights: str | os.PathLike | None = None, hub: bool = False
+) -> ModelFiles:
+    """Decide how to read a model source, and fetch what must be downloaded (see the module doc for the sources).
+
+    Args:
+        source: a preset name (shipped or published), a folder, the URL of a folder, a TF Hub module (folder or
+            URL), or with ``weights``: an options.json (path, URL or dict).
+        weights: the released-layout hdf5 weight file (path or URL) that goes with options ``source``.
+        hub: read ``source`` as a TF Hub module, whatever it looks like (what ``from_hub`` asks for).
+
+    Returns:
+        A :class:`ModelFiles`.
+
+    Raises:
+        InputError: an unknown name, a folder without options.json and weights.hdf5, or a download that failed
+            (:class:`~elmo_keras.io.download.RemoteUnavailable`).
+
+    Example:
+
+    ```python
+    from elmo_keras.io.load import resolve
+
+    files = resolve("brown-small")
+    assert files.weights.endswith("weights.hdf5") and files.hub is None
+    assert files.read().options["lstm"]["n_layers"] == 2
+    assert resolve("https://tfhub.dev/google/elmo/3").hub == "https://tfhub.dev/google/elmo/3"
+    ```
+    """
+    if weights is not None:
+        options = source if isinstance(source, Mapping) else local_file(source, _KINDS["options"])
+        return ModelFiles(options, local_file(weights, _KINDS["weights"]))
+    if isinstance(source, Mapping):
+        raise InputError("options given as a dict need their weights: a released-layout hdf5 file (path or URL)")
+    name = os.fspath(source)
+    if name in registry() and not hub:
+        entry = registry()[name]
+        return ModelFiles(
+            fetch(entry["options_url"], kind=_KINDS["options"]),
+            fetch(entry["weights_url"], entry["weights_sha256"], kind=_KINDS["weights"]),
+        )
+    if hub or _HUB_SITE.match(name.split("://", 1)[-1]) or (is_url(name) and _HUB_ARCHIVE.search(name)):
+        return ModelFiles(hub=name)
+    if is_url(name):
+        return _url_folder_files(name)
+    folder = os.path.join(PRESETS_DIR, name) if name in PRESETS else name
+    if not os.path.isdir(folder):
+        raise InputError(
+            f"unknown preset {name!r}: use one of {sorted(PRESETS) + sorted(registry())} "
+            f"(ek.list_presets()), or a folder or URL with options.json and weights.hdf5"
+        )
+    files = {key: os.path.join(folder, file) for key, file in _FILES.items()}
+    missing = [_FILES[key] for key in _REQUIRED if not os.path.isfile(files[key])]
+    if missing and os.path.isfile(os.path.join(folder, "saved_model.pb")):
+        return ModelFiles(hub=name)
+    if missing:
+        raise InputError(
+            f"preset folder {folder} has no {' and no '.join(missing)}: a preset folder holds "
+            "options.json and weights.hdf5 (released layout), optionally vocab.txt and softmax.hdf5 "
+            "(e.g. the --out folder of elmo-keras pretrain)"
+        )
+    return ModelFiles(**{key: path if os.path.exists(path) else None for key, path in files.items()})
+
+
+def _url_folder_files(url: str) -> ModelFiles:
+    """The files of a model folder at ``url``: options and weights must be there, vocab and softmax may not."""
+    base = url.rstrip("/") + "/"
+    files = {key: fetch(base + _FILES[key], kind=_KINDS[key]) for key in _REQUIRED}
+    for key in _FILES.keys() - set(_REQUIRED):
+        try:
+            files[key] = fetch(base + _FILES[key], kind=_KINDS[key])
+        except RemoteUnavailable:  # not on the server (404 ...), or not cached while offline
+            files[key] = None
+    return ModelFiles(**files)
