@@ -33,7 +33,14 @@ def registered_names() -> set[str]:
 
 
 def labels_path(model_path: str | os.PathLike) -> str:
-    """Where the labels of the model saved at ``model_path`` live: ``MODEL.keras.labels.json``."""
+    """Where the labels of the model saved at ``model_path`` live: ``MODEL.keras.labels.json``.
+
+    Args:
+        model_path: the ``.keras`` file.
+
+    Returns:
+        The labels file's path.
+    """
     return os.fspath(model_path) + ".labels.json"
 
 

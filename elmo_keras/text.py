@@ -31,7 +31,20 @@ _WHITESPACE = re.compile(r"[ \t\n\v\f\r]+")
 
 
 def tokenize(sentence: str) -> list[str]:
-    """Split ``sentence`` on runs of ASCII whitespace, exactly as the in-graph path does."""
+    """Split ``sentence`` on runs of ASCII whitespace, exactly as the in-graph path does.
+
+    Args:
+        sentence: the text to split.
+
+    Returns:
+        The list of tokens (no empty strings).
+
+    Example:
+
+    >>> import elmo_keras as ek
+    >>> ek.tokenize(" The bank\tapproved  it .")
+    ['The', 'bank', 'approved', 'it', '.']
+    """
     if not isinstance(sentence, str):
         raise TypeError(f"tokenize() takes a str, got {type(sentence).__name__}")
     return [t for t in _WHITESPACE.split(sentence) if t]
@@ -72,7 +85,14 @@ def _char_ids_for_bytes(data: bytes, max_chars: int) -> np.ndarray:
 
 
 def boundary_char_ids(max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN) -> np.ndarray:
-    """Shifted char ids of ``<S>`` and ``</S>``: int32 [2, max_characters_per_token]."""
+    """Shifted char ids of ``<S>`` and ``</S>``.
+
+    Args:
+        max_characters_per_token: ids per token (the options' ``max_characters_per_token``).
+
+    Returns:
+        int32 array `[2, max_characters_per_token]`: the row of ``<S>``, then the row of ``</S>``.
+    """
     ids = np.full((2, max_characters_per_token), PAD_CHAR, dtype=np.int32)
     ids[:, 0] = BOW_CHAR
     ids[:, 1] = [BOS_CHAR, EOS_CHAR]
@@ -86,6 +106,19 @@ def batch_to_ids(
     """Token lists -> char ids, int32 [batch, max_len, max_characters_per_token].
 
     No ``<S>``/``</S>``: the model adds them. Rows past a sentence's end are all zeros.
+
+    Args:
+        batch: list of token lists (not strings: see :func:`tokenize`).
+        max_characters_per_token: ids per token, at least 3; longer tokens are cut.
+
+    Returns:
+        int32 array `[batch, max_len, max_characters_per_token]`, ids in `[0, 262)`.
+
+    Example:
+
+    >>> import elmo_keras as ek
+    >>> ek.batch_to_ids([["Hello", "world"], ["Hi"]]).shape
+    (2, 2, 50)
     """
     if max_characters_per_token < 3:
         raise ValueError(f"max_characters_per_token must be >= 3, got {max_characters_per_token}")
@@ -99,7 +132,14 @@ def batch_to_ids(
 
 
 def encode_token_lists(batch: Sequence[Sequence[str]]) -> list[list[bytes]]:
-    """Check token lists and return each token's UTF-8 bytes; clear errors for strings, empty or bad tokens."""
+    """Check token lists and return each token's UTF-8 bytes; clear errors for strings, empty or bad tokens.
+
+    Args:
+        batch: list of token lists.
+
+    Returns:
+        The tokens' UTF-8 bytes, as lists in the same layout.
+    """
     if isinstance(batch, (str, bytes)):
         raise TypeError("batch_to_ids() takes a list of token lists, e.g. [['Hello', 'world']]; got a string")
     sentences = list(batch)
@@ -124,6 +164,12 @@ def as_text(inputs):
     Takes a list or tuple of str (sentences [batch]), of token lists (padded with "" to [batch, max_len]), or a
     NumPy str/bytes/object array of rank 1 or 2. Every element must be a str or UTF-8 bytes: otherwise TypeError
     or InputError naming the row.
+
+    Args:
+        inputs: text as above, or anything else (returned as it is).
+
+    Returns:
+        A string tensor `[batch]` or `[batch, max_len]`, or ``inputs`` unchanged.
     """
     import tensorflow as tf
 
@@ -154,6 +200,10 @@ def assert_rows(valid, message: str) -> None:
     and the index of the first row (leading axis) of ``valid`` that holds a False.
 
     Only the message and the row index go into the error: TensorFlow fails to format invalid UTF-8 bytes.
+
+    Args:
+        valid: bool tensor `[rows, ...]`.
+        message: what is wrong with a row holding a False.
     """
     import tensorflow as tf
 
@@ -168,7 +218,16 @@ def assert_rows(valid, message: str) -> None:
 def check_char_ids(ids, max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN, n_characters: int = 262):
     """Char ids (e.g. from :func:`batch_to_ids`) -> int32, after checking them: an integer dtype and
     ``max_characters_per_token`` ids per token (InputError), every id in ``[0, n_characters)`` (see
-    :func:`assert_rows`)."""
+    :func:`assert_rows`).
+
+    Args:
+        ids: integer tensor `[..., max_characters_per_token]`.
+        max_characters_per_token: ids per token the model expects.
+        n_characters: size of the character vocabulary.
+
+    Returns:
+        ``ids`` as int32.
+    """
     import tensorflow as tf
 
     dtype = tf.as_dtype(ids.dtype)
@@ -191,7 +250,15 @@ def check_char_ids(ids, max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN
 
 
 def tokens_to_char_ids(tokens, max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN):
-    """String tensor of tokens, any shape [...] ("" = padding) -> int32 [..., max_characters_per_token]."""
+    """String tensor of tokens, any shape [...] ("" = padding) -> int32 [..., max_characters_per_token].
+
+    Args:
+        tokens: string tensor of tokens, `""` for padding.
+        max_characters_per_token: ids per token.
+
+    Returns:
+        int32 tensor `[..., max_characters_per_token]`, the same ids as :func:`batch_to_ids` (zeros at padding).
+    """
     import tensorflow as tf
 
     tokens = tf.convert_to_tensor(tokens, dtype=tf.string)
@@ -212,7 +279,15 @@ def tokens_to_char_ids(tokens, max_characters_per_token: int = MAX_CHARACTERS_PE
 def split_sentences(sentences, min_length: int = 0):
     """1-D string tensor of sentences -> [batch, max(max_len, min_length)] tokens, split on ASCII whitespace,
     "" padded. ``min_length=1`` keeps one (padding) column for a batch of empty texts, which recurrent
-    layers stacked on top need."""
+    layers stacked on top need.
+
+    Args:
+        sentences: 1-D string tensor.
+        min_length: the least number of columns of the result.
+
+    Returns:
+        string tensor `[batch, max(max_len, min_length)]`.
+    """
     import tensorflow as tf
 
     sentences = tf.convert_to_tensor(sentences, dtype=tf.string)
@@ -226,7 +301,14 @@ def split_sentences(sentences, min_length: int = 0):
 
 def token_mask(inputs):
     """Sentences [B], padded tokens [B, T] or char ids [B, T, C] -> bool [B, T], True at real tokens: the mask
-    of the biLM outputs, without computing char ids (sentences split as :func:`sentences_to_char_ids` does)."""
+    of the biLM outputs, without computing char ids (sentences split as :func:`sentences_to_char_ids` does).
+
+    Args:
+        inputs: sentences `[B]`, padded tokens `[B, T]` (strings) or char ids `[B, T, C]`.
+
+    Returns:
+        bool tensor `[B, T]`.
+    """
     from keras import ops
 
     if len(inputs.shape) == 3:
@@ -235,12 +317,28 @@ def token_mask(inputs):
 
 
 def sentences_to_char_ids(sentences, max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN):
-    """1-D string tensor of sentences -> int32 [batch, max_len, max_characters_per_token]."""
+    """1-D string tensor of sentences -> int32 [batch, max_len, max_characters_per_token].
+
+    Args:
+        sentences: 1-D string tensor, split on ASCII whitespace.
+        max_characters_per_token: ids per token.
+
+    Returns:
+        int32 tensor `[batch, max_len, max_characters_per_token]`.
+    """
     return tokens_to_char_ids(split_sentences(sentences), max_characters_per_token)
 
 
 def strings_to_char_ids(strings, max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN):
-    """Sentences [batch] or padded tokens [batch, max_len] -> char ids [batch, max_len, max_chars]."""
+    """Sentences [batch] or padded tokens [batch, max_len] -> char ids [batch, max_len, max_chars].
+
+    Args:
+        strings: string tensor of sentences `[batch]` or of padded tokens `[batch, max_len]`.
+        max_characters_per_token: ids per token.
+
+    Returns:
+        int32 tensor `[batch, max_len, max_characters_per_token]`.
+    """
     rank = strings.shape.rank
     if rank == 1:
         return sentences_to_char_ids(strings, max_characters_per_token)
@@ -253,7 +351,14 @@ def strings_to_char_ids(strings, max_characters_per_token: int = MAX_CHARACTERS_
 
 def split_on_spaces(sentences):
     """string [B] -> (tokens string [B, T] "" padded, lengths int32 [B]): TF Hub ELMo's ``default`` signature
-    rule (single spaces, empty pieces dropped); core TF ops."""
+    rule (single spaces, empty pieces dropped); core TF ops.
+
+    Args:
+        sentences: 1-D string tensor.
+
+    Returns:
+        ``(tokens, lengths)``: string `[B, T]` padded with `""`, and int32 `[B]`.
+    """
     import tensorflow as tf
 
     pieces = tf.strings.split(sentences, sep=" ")
@@ -265,6 +370,18 @@ def pad_tokens(sentences: Sequence[Sequence[str]]):
     """Token lists -> string tensor [N, max_len] padded with "" (the input of ``models.sequence_tagger``).
 
     A tf.Tensor, since Keras cannot feed 2-D NumPy object or bytes arrays.
+
+    Args:
+        sentences: list of token lists (non-empty str tokens).
+
+    Returns:
+        string tensor `[N, max_len]`.
+
+    Example:
+
+    >>> from elmo_keras.text import pad_tokens
+    >>> pad_tokens([["a", "b"], ["c"]]).numpy().tolist()
+    [[b'a', b'b'], [b'c', b'']]
     """
     import tensorflow as tf
 

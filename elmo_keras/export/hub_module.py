@@ -109,8 +109,23 @@ def export_hub_module(model: Elmo | BiLM, path: str | os.PathLike, overwrite: bo
 
     An ``Elmo`` exports its BiLM and its first ScalarMix (as ``aggregation/weights`` and ``scaling``); a
     ``BiLM`` exports the plain layer average. The exported BiLM is stateless and keeps the model's
-    ``add_sentence_boundaries``. The folder is written next to ``path`` and renamed into place; an existing
-    ``path`` is an error unless ``overwrite``.
+    ``add_sentence_boundaries``. The folder is written next to ``path`` and renamed into place.
+
+    Args:
+        model: a built ``Elmo`` or ``BiLM``.
+        path: the folder to write.
+        overwrite: replace an existing ``path`` (else FileExistsError).
+
+    Example:
+
+    ```python
+    import os, tempfile
+    import elmo_keras as ek
+
+    folder = os.path.join(tempfile.mkdtemp(), "elmo_module")
+    ek.export_hub_module(ek.Elmo.from_preset("brown-small"), folder)
+    assert os.path.exists(os.path.join(folder, "saved_model.pb"))
+    ```
     """
     source = getattr(model, "bilm", model)
     if not isinstance(source, BiLM):

@@ -141,7 +141,14 @@ def _serving_fn(model, kind: str, label_names: Sequence[str] | None):
 
 
 def next_version(base: str | os.PathLike) -> int:
-    """1 + the largest integer version folder in ``base`` (1 when there is none)."""
+    """1 + the largest integer version folder in ``base`` (1 when there is none).
+
+    Args:
+        base: the model's export folder.
+
+    Returns:
+        int.
+    """
     if not os.path.isdir(base):
         return 1
     versions = [int(d) for d in os.listdir(base) if re.fullmatch(r"\d+", d)]
@@ -182,10 +189,32 @@ def export_serving(
     classifier ``probabilities`` [None, C] + ``label`` (string [None]); multi-label ``scores`` [None, L];
     tagger ``tags`` (string [None, T], "" at padding) + ``probabilities`` [None, T, C] + ``tokens``;
     an ``Elmo`` embedder ``elmo`` [None, T, D] + ``mask`` [None, T].
-    ``label_names``: class or tag names (default "0", "1", ...). ``warmup_texts``: written as
-    ``assets.extra/tf_serving_warmup_requests`` (needs tensorflow-serving-api; None to skip).
-    ``version``: an integer >= 0; FileExistsError if that folder exists. Without it, the next free number, also
-    when other exports to ``path`` run at the same time. Folders get the umask's permissions (0755 with 022).
+    Folders get the umask's permissions (0755 with 022).
+
+    Args:
+        model: a classifier or tagger from :mod:`elmo_keras.tasks.models`, or an ``Elmo`` layer.
+        path: the model's base folder; the export goes to ``path/VERSION``.
+        version: an integer >= 0 (FileExistsError if that folder exists), or ``None`` for the next free number,
+            also when other exports to ``path`` run at the same time.
+        label_names: class or tag names, or ``None`` for ``"0"``, ``"1"``, ...
+        kind: one of :data:`KINDS`, or ``None`` to read it from the model (:func:`model_kind`).
+        warmup_texts: written as ``assets.extra/tf_serving_warmup_requests`` (needs tensorflow-serving-api), or
+            ``None`` to skip.
+
+    Returns:
+        The version folder written.
+
+    Example:
+
+    ```python
+    import tempfile
+    import elmo_keras as ek
+    from elmo_keras.export import check_serving, export_serving
+
+    model = ek.models.text_classifier(ek.Elmo.from_preset("brown-small"), num_classes=2, units=4, hidden=4)
+    folder = export_serving(model, tempfile.mkdtemp(), label_names=["neg", "pos"], warmup_texts=None)
+    assert folder.endswith("/1") and check_serving(model, folder, ["a good film"]) < 1e-4
+    ```
     """
     kind = kind or model_kind(model)
     if kind not in KINDS:
@@ -275,7 +304,16 @@ def _publish(tmp: str, base: str, version: int | None) -> str:
 
 def check_serving(model, folder: str | os.PathLike, texts: Sequence[str]) -> float:
     """Load the export in ``folder`` as TF Serving would and return the largest |difference| between its
-    classifier ``probabilities`` (or multi-label ``scores``) and ``model``'s on ``texts``."""
+    classifier ``probabilities`` (or multi-label ``scores``) and ``model``'s on ``texts``.
+
+    Args:
+        model: the exported classifier.
+        folder: the version folder (what :func:`export_serving` returns).
+        texts: sentences to compare on.
+
+    Returns:
+        The largest absolute difference.
+    """
     serve = tf.saved_model.load(os.fspath(folder)).signatures["serving_default"]
     outputs = serve(text=tf.constant(list(texts), dtype=tf.string))
     served = outputs["probabilities"] if "probabilities" in outputs else outputs["scores"]

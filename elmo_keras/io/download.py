@@ -50,7 +50,20 @@ class RemoteUnavailable(InputError):
 
 
 def is_url(path: object) -> bool:
-    """``path`` is an http(s) URL (and not a local path)."""
+    """``path`` is an http(s) URL (and not a local path).
+
+    Args:
+        path: anything; only a str can be a URL.
+
+    Returns:
+        bool.
+
+    Example:
+
+    >>> from elmo_keras.io.download import is_url
+    >>> is_url("https://example.com/weights.hdf5"), is_url("weights.hdf5")
+    (True, False)
+    """
     return isinstance(path, str) and path.lower().startswith(("http://", "https://"))
 
 
@@ -63,19 +76,41 @@ def cache_dir() -> str:
 
 
 def cache_path(url: str) -> str:
-    """The file ``url`` is downloaded to, which is also where it can be placed by hand for offline use."""
+    """The file ``url`` is downloaded to, which is also where it can be placed by hand for offline use.
+
+    Args:
+        url: an http(s) URL.
+
+    Returns:
+        ``CACHE/<16 hex digits of the URL's sha256>/<the URL's file name>``.
+    """
     name = os.path.basename(urllib.parse.urlparse(url).path) or "download"
     return os.path.join(cache_dir(), hashlib.sha256(url.encode("utf-8")).hexdigest()[:16], name)
 
 
 def is_cached(url: str) -> bool:
-    """A copy of ``url`` is in the cache (not verified: that happens when it is used)."""
+    """A copy of ``url`` is in the cache (not verified: that happens when it is used).
+
+    Args:
+        url: an http(s) URL.
+
+    Returns:
+        bool.
+    """
     return os.path.isfile(cache_path(url))
 
 
 def local_file(path_or_url: str | os.PathLike, kind: str | None = None) -> str:
     """A model file's local path: a path is returned as it is, a URL is fetched once (:func:`fetch`, ``kind``
-    checked)."""
+    checked).
+
+    Args:
+        path_or_url: a local path or an http(s) URL.
+        kind: what a download must be, a key of :data:`KINDS`, or ``None`` for any bytes.
+
+    Returns:
+        A local path.
+    """
     return fetch(path_or_url, kind=kind) if is_url(path_or_url) else os.fspath(path_or_url)
 
 
@@ -88,6 +123,15 @@ def fetch(url: str, sha256: str | None = None, progress: bool = True, kind: str 
     downloaded (the message names the path where it can be placed by hand), and
     :class:`~elmo_keras.errors.InputError` when the server sends bytes that fail the checks (nothing is cached)
     or the cache folder cannot be written.
+
+    Args:
+        url: an http(s) URL.
+        sha256: the expected hex digest, or ``None`` to trust the first download.
+        progress: show a progress bar on stderr while downloading.
+        kind: what the file must be, a key of :data:`KINDS`, or ``None`` for any bytes.
+
+    Returns:
+        The path of the cached copy (see :func:`cache_path`).
     """
     path = cache_path(url)
     if _cached_problem(path, sha256) is None:
@@ -107,7 +151,14 @@ def fetch(url: str, sha256: str | None = None, progress: bool = True, kind: str 
 
 
 def cached_copy_hint(path: str) -> str:
-    """For an error about the content of ``path``: how to download it again when it is a cached copy, else ""."""
+    """For an error about the content of ``path``: how to download it again when it is a cached copy, else "".
+
+    Args:
+        path: a local file.
+
+    Returns:
+        A hint starting with ``"; "``, or ``""``.
+    """
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.dirname(folder) != cache_dir():
         return ""
@@ -115,7 +166,14 @@ def cached_copy_hint(path: str) -> str:
 
 
 def file_sha256(path: str) -> str:
-    """Hex sha256 of a file's bytes."""
+    """Hex sha256 of a file's bytes.
+
+    Args:
+        path: the file.
+
+    Returns:
+        The digest, 64 hex characters.
+    """
     with open(path, "rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
 

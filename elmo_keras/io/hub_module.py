@@ -58,6 +58,12 @@ def load_module(handle: str | os.PathLike):
     """Load a TF Hub module with ``tensorflow_hub.load``: ``handle`` is what that takes (see :func:`module_folder`).
 
     Loaded modules are shared (a few are cached, keyed by folder and saved_model.pb modification time).
+
+    Args:
+        handle: a module folder or URL, as :func:`module_folder` takes it.
+
+    Returns:
+        The loaded module (a ``tf.saved_model`` object).
     """
     handle = os.fspath(handle)
     folder = module_folder(handle)
@@ -75,6 +81,13 @@ def module_folder(handle: str) -> str:
     module (``.tar.gz``). URLs go through ``tensorflow_hub.resolve``: downloaded and extracted once into TF Hub's
     cache (``$TFHUB_CACHE_DIR``, by default a ``tfhub_modules`` folder in the temp directory); a cached module is
     used with no network call.
+
+    Args:
+        handle: a folder; a tfhub.dev or Kaggle model URL (``https://`` may be left out); the URL of a
+            compressed module (``.tar.gz``).
+
+    Returns:
+        The module's local folder.
     """
     hub = _tensorflow_hub()
     if os.path.isdir(handle):
@@ -116,7 +129,16 @@ def _load(folder: str, mtime_ns: int):
 
 
 def signature_function(module, handle: str, signature: str):
-    """Check ``module`` has ``signature`` with the ELMo outputs -> (function, its input keys)."""
+    """Check ``module`` has ``signature`` with the ELMo outputs -> (function, its input keys).
+
+    Args:
+        module: a module from :func:`load_module`.
+        handle: its handle, for error messages.
+        signature: ``"default"`` (sentences) or ``"tokens"``.
+
+    Returns:
+        ``(function, input_keys)``.
+    """
     if signature not in SIGNATURES:
         raise ValueError(f"signature must be one of {SIGNATURES}, got {signature!r}")
     found = sorted(getattr(module, "signatures", {}) or {})
@@ -146,9 +168,13 @@ def signature_function(module, handle: str, signature: str):
 class HubWeights:
     """A module's weights in native terms (from :func:`read_hub_module`).
 
-    ``arrays`` are in the released hdf5 layout; ``mix_logits`` [n + 1] and ``mix_gamma`` come from the
-    module's aggregation (None when it has none); ``add_sentence_boundaries`` is recorded by
-    :func:`export_hub_module` and None for TF Hub's modules.
+    Args:
+        options: the model options (see :func:`elmo_keras.io.options.load_options`).
+        arrays: weight arrays in the released hdf5 layout, by name.
+        mix_logits: float `[n + 1]`, the module's aggregation logits, or ``None`` when it has none.
+        mix_gamma: the aggregation's scale, or ``None``.
+        add_sentence_boundaries: recorded by :func:`elmo_keras.export.hub_module.export_hub_module`; ``None`` for
+            TF Hub's modules.
     """
 
     options: dict
@@ -158,7 +184,14 @@ class HubWeights:
     add_sentence_boundaries: bool | None
 
     def sentence_boundaries(self, boundaries: str | None) -> bool:
-        """``boundaries`` ("none" | "add" | None: what the module records, else "none") -> add them?"""
+        """Whether to add ``<S>``/``</S>`` to each sentence.
+
+        Args:
+            boundaries: ``"none"``, ``"add"`` or ``None`` (what the module records, else ``"none"``).
+
+        Returns:
+            bool.
+        """
         if boundaries is None:
             return bool(self.add_sentence_boundaries)
         if boundaries not in BOUNDARIES:
@@ -166,7 +199,11 @@ class HubWeights:
         return boundaries == "add"
 
     def init_mixes(self, mixes) -> None:
-        """Start built trainable ScalarMixes from the module's aggregation (logits and gamma)."""
+        """Start built trainable ScalarMixes from the module's aggregation (logits and gamma).
+
+        Args:
+            mixes: built :class:`~elmo_keras.layers.scalar_mix.ScalarMix` layers; fixed ones are left as they are.
+        """
         for mix in mixes:
             if self.mix_logits is not None and mix.mix_weights is None:
                 mix.logits.assign(self.mix_logits)
@@ -185,6 +222,12 @@ def released_name(key: str) -> str:
 
     'bilm/RNN_0/RNN/MultiRNNCell/Cell1/rnn/lstm_cell/kernel' (or '.../rnn/multi_rnn_cell/cell_1/lstm_cell/kernel')
     -> 'RNN_0/RNN/MultiRNNCell/Cell1/LSTMCell/W_0'; 'bilm/CNN/W_cnn_0' -> 'CNN/W_cnn_0'.
+
+    Args:
+        key: the module variable's name, scope prefix and ``:0`` dropped.
+
+    Returns:
+        The released name.
     """
     key = key[len("bilm/") :] if key.startswith("bilm/") else key
     match = _HUB_LSTM.match(key)
@@ -195,7 +238,15 @@ def released_name(key: str) -> str:
 
 
 def infer_options(arrays: dict[str, np.ndarray], use_skip_connections: bool) -> dict:
-    """Options from the released-layout arrays' shapes; what shapes cannot say is :data:`HUB_DEFAULTS`."""
+    """Options from the released-layout arrays' shapes; what shapes cannot say is :data:`HUB_DEFAULTS`.
+
+    Args:
+        arrays: weight arrays in the released layout, by name.
+        use_skip_connections: the one option shapes cannot tell that differs between released models.
+
+    Returns:
+        An options dict.
+    """
     filters, n_layers, n_highway = [], 0, 0
     while f"CNN/W_cnn_{len(filters)}" in arrays:
         shape = arrays[f"CNN/W_cnn_{len(filters)}"].shape
@@ -255,6 +306,13 @@ def read_hub_module(handle: str | os.PathLike, use_skip_connections: bool | None
     the released model) are used, and ``use_skip_connections`` (default True) overrides the last.
     Modules written by :func:`export_hub_module` record their options, which take precedence unless
     ``use_skip_connections`` is given.
+
+    Args:
+        handle: a module folder or URL (see :func:`module_folder`).
+        use_skip_connections: override of the option, or ``None``.
+
+    Returns:
+        A :class:`HubWeights`.
     """
     handle = os.fspath(handle)
     module = load_module(handle)

@@ -103,7 +103,15 @@ def _check_keys(section: Any, name: str, known: tuple[str, ...], source: str, of
 
 
 def positive_int(value: Any, name: str) -> int:
-    """``value`` if it is an int >= 1 (a bool is not); else InputError "NAME must be a positive integer"."""
+    """``value`` if it is an int >= 1 (a bool is not); else InputError "NAME must be a positive integer".
+
+    Args:
+        value: the value to check.
+        name: its name, for the error message.
+
+    Returns:
+        ``value``.
+    """
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise InputError(f"{name} must be a positive integer, got {value!r}")
     return value
@@ -128,8 +136,14 @@ def _flag(value: Any, name: str) -> bool:
 def normalize_options(options: dict, path: str | None = None) -> dict:
     """Check an options dict and return a complete copy (defaults filled in, clips may be None).
 
-    Raises InputError naming the option that is missing, invalid or unknown (:data:`KNOWN_KEYS`); ``path``: the
-    file the options were read from, named in the unknown-key errors.
+    Raises InputError naming the option that is missing, invalid or unknown (:data:`KNOWN_KEYS`).
+
+    Args:
+        options: options as in an ``options.json`` file.
+        path: the file the options were read from, named in the unknown-key errors, or ``None``.
+
+    Returns:
+        A new, complete options dict.
     """
     if not isinstance(options, dict):
         raise InputError(f"options must be a dict (the parsed options.json), got {type(options).__name__}")
@@ -224,7 +238,14 @@ def _normalize_encoder(encoder: dict, kind: str) -> None:
 
 def encoder_options(options: dict) -> tuple[str, dict]:
     """(encoder type, its settings) of normalised options: ``("lstm", options["lstm"])`` for the released
-    format, else ``(type, options["encoder"])``. Both settings hold ``projection_dim`` and ``n_layers``."""
+    format, else ``(type, options["encoder"])``. Both settings hold ``projection_dim`` and ``n_layers``.
+
+    Args:
+        options: normalised options (:func:`normalize_options`).
+
+    Returns:
+        ``(encoder_type, settings)``.
+    """
     kind = options.get("encoder", {}).get("type", "lstm")
     return kind, options["lstm"] if kind == "lstm" else options["encoder"]
 
@@ -233,6 +254,21 @@ def load_options(options: dict | str | os.PathLike) -> dict:
     """An options dict, or the path or http(s) URL of an options.json file -> normalised options dict.
 
     A URL is downloaded once into the cache (:mod:`elmo_keras.io.download`).
+
+    Args:
+        options: an options dict, or the path or http(s) URL of an ``options.json`` file.
+
+    Returns:
+        The normalised options dict (:func:`normalize_options`).
+
+    Example:
+
+    ```python
+    import elmo_keras as ek
+
+    options = ek.load_options(ek.RELEASED_OPTIONS["small"])
+    assert options["lstm"]["projection_dim"] == 128 and ek.io.options.n_filters(options) == 2048
+    ```
     """
     if isinstance(options, (str, os.PathLike)):
         path = local_file(options, "json")
@@ -248,7 +284,14 @@ def load_options(options: dict | str | os.PathLike) -> dict:
 
 
 def n_filters(options: dict) -> int:
-    """Width of the char-CNN output (sum of filter counts)."""
+    """Width of the char-CNN output (sum of filter counts).
+
+    Args:
+        options: normalised options.
+
+    Returns:
+        int.
+    """
     return sum(n for _, n in options["char_cnn"]["filters"])
 
 

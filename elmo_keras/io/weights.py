@@ -42,7 +42,15 @@ _DIRECTIONS = ("RNN_0", "RNN_1")  # forward, backward
 
 
 def lstm_prefix(direction: int, layer: int) -> str:
-    """Dataset prefix of LSTM ``layer`` of ``direction`` (0 forward, 1 backward)."""
+    """Dataset prefix of LSTM ``layer`` of ``direction`` (0 forward, 1 backward).
+
+    Args:
+        direction: 0 (forward) or 1 (backward).
+        layer: the layer index, from 0.
+
+    Returns:
+        e.g. ``"RNN_0/RNN/MultiRNNCell/Cell1"`` for ``(0, 1)``.
+    """
     return f"{_DIRECTIONS[direction]}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
 
 
@@ -90,11 +98,28 @@ def _blocks(kind: str, settings: dict):
 
 def to_file_layout(name: str, value):
     """A variable's value -> the shape it has in the file (the conv kernels have a leading axis of 1 there).
-    Works on NumPy arrays and tensors alike."""
+    Works on NumPy arrays and tensors alike.
+
+    Args:
+        name: the dataset name.
+        value: the variable's value.
+
+    Returns:
+        ``value``, reshaped where the file's layout differs.
+    """
     return value[None] if name.startswith("CNN/W_cnn_") else value
 
 
 def from_file_layout(name: str, value: np.ndarray) -> np.ndarray:
+    """The inverse of :func:`to_file_layout`: a dataset's array -> the shape of its variable.
+
+    Args:
+        name: the dataset name.
+        value: the array as stored in the file.
+
+    Returns:
+        ``value``, reshaped where the file's layout differs.
+    """
     return value[0] if name.startswith("CNN/W_cnn_") else value
 
 
@@ -102,6 +127,12 @@ def variable_map(bilm: keras.Layer) -> dict[str, tuple[keras.Variable, int | Non
     """A built BiLM's variables by dataset name: (variable, direction index into its leading axis or None).
 
     The only place that maps the released names onto our layers (``BiLM.char_cnn`` and ``BiLM.encoder``).
+
+    Args:
+        bilm: a built ``BiLM``.
+
+    Returns:
+        ``{dataset name: (variable, direction or None)}``.
     """
     cnn = bilm.char_cnn
     entries: dict[str, tuple[keras.Variable, int | None]] = {"char_embed": (cnn.char_embed, None)}
@@ -135,7 +166,14 @@ def variable_map(bilm: keras.Layer) -> dict[str, tuple[keras.Variable, int | Non
 
 
 def get_weight_arrays(bilm: keras.Layer) -> dict[str, np.ndarray]:
-    """A built BiLM's weights as {dataset name: float32 array in the released shape}."""
+    """A built BiLM's weights as {dataset name: float32 array in the released shape}.
+
+    Args:
+        bilm: a built ``BiLM``.
+
+    Returns:
+        ``{dataset name: array}``.
+    """
     out = {}
     for name, (variable, index) in variable_map(bilm).items():
         value = keras.ops.convert_to_numpy(variable).astype(np.float32)
@@ -145,7 +183,12 @@ def get_weight_arrays(bilm: keras.Layer) -> dict[str, np.ndarray]:
 
 def set_weight_arrays(bilm: keras.Layer, arrays: Mapping[str, np.ndarray] | Iterable[tuple[str, np.ndarray]]) -> None:
     """Assign a built BiLM's weights from {dataset name: array in the released shape}, or from (name, array)
-    pairs (e.g. :func:`iter_weights_hdf5`: one array in memory at a time). Other names are ignored."""
+    pairs (e.g. :func:`iter_weights_hdf5`: one array in memory at a time). Other names are ignored.
+
+    Args:
+        bilm: a built ``BiLM``.
+        arrays: ``{dataset name: array}`` or an iterable of ``(name, array)`` pairs.
+    """
     variables = variable_map(bilm)
     if isinstance(arrays, Mapping):
         missing = [name for name in variables if name not in arrays]
@@ -178,7 +221,14 @@ def set_weight_arrays(bilm: keras.Layer, arrays: Mapping[str, np.ndarray] | Iter
 
 
 def expected_shapes(options: dict) -> dict[str, tuple[int, ...]]:
-    """Every dataset a weight file for ``options`` must hold, with its shape."""
+    """Every dataset a weight file for ``options`` must hold, with its shape.
+
+    Args:
+        options: normalised options.
+
+    Returns:
+        ``{dataset name: shape}``.
+    """
     cnn, (kind, settings) = options["char_cnn"], encoder_options(options)
     char_dim, f, p = cnn["embedding"]["dim"], n_filters(options), settings["projection_dim"]
     shapes: dict[str, tuple[int, ...]] = {"char_embed": (cnn["n_characters"] - 1, char_dim)}
@@ -226,6 +276,13 @@ def read_weights_hdf5(path: str | os.PathLike, options: dict) -> dict[str, np.nd
     is not (or not all) hdf5, a dataset of the wrong shape (expected vs found) or type, ELMo datasets that
     the options do not describe (the file holds a bigger model than the options say), or a dataset holding NaN
     or infinite values (a damaged file).
+
+    Args:
+        path: an hdf5 weight file or its http(s) URL.
+        options: normalised options of the model.
+
+    Returns:
+        ``{dataset name: float32 array}``.
     """
     return dict(iter_weights_hdf5(path, options))
 
@@ -233,7 +290,15 @@ def read_weights_hdf5(path: str | os.PathLike, options: dict) -> dict[str, np.nd
 def iter_weights_hdf5(path: str | os.PathLike, options: dict) -> Iterator[tuple[str, np.ndarray]]:
     """:func:`read_weights_hdf5` one dataset at a time: every dataset's name, type and shape are checked (same
     errors) before the first array is read; then yields (dataset name, float32 array), each checked to be finite
-    as it is read."""
+    as it is read.
+
+    Args:
+        path: an hdf5 weight file or its http(s) URL.
+        options: normalised options of the model.
+
+    Returns:
+        An iterator of ``(dataset name, float32 array)``.
+    """
     import h5py
 
     path = local_file(path, "hdf5")
@@ -312,7 +377,12 @@ def _check_dataset(node, name: str, shape: tuple[int, ...], path: str, options: 
 
 
 def write_weights_hdf5(arrays: dict[str, np.ndarray], path: str | os.PathLike) -> None:
-    """Write ``arrays`` (dataset name -> array) to ``path`` atomically (temporary file, then rename)."""
+    """Write ``arrays`` (dataset name -> array) to ``path`` atomically (temporary file, then rename).
+
+    Args:
+        arrays: ``{dataset name: array}`` in the released layout.
+        path: the hdf5 file to write.
+    """
     import h5py
 
     with atomic_file(os.fspath(path)) as tmp, h5py.File(tmp, "w") as f:
@@ -321,12 +391,39 @@ def write_weights_hdf5(arrays: dict[str, np.ndarray], path: str | os.PathLike) -
 
 
 def save_weights_hdf5(bilm: keras.Layer, path: str | os.PathLike) -> None:
-    """Write a built ``BiLM``'s weights in the released layout (readable by bilm-tf, AllenNLP and us)."""
+    """Write a built ``BiLM``'s weights in the released layout (readable by bilm-tf, AllenNLP and us).
+
+    Args:
+        bilm: a built ``BiLM``.
+        path: the hdf5 file to write.
+
+    Example:
+
+    ```python
+    import os, tempfile
+    import elmo_keras as ek
+
+    bilm = ek.BiLM.from_preset("brown-small")
+    path = os.path.join(tempfile.mkdtemp(), "weights.hdf5")
+    ek.save_weights_hdf5(bilm, path)
+    arrays = ek.io.weights.read_weights_hdf5(path, bilm.options)
+    assert arrays.keys() == ek.io.weights.expected_shapes(bilm.options).keys()
+    ```
+    """
     write_weights_hdf5(get_weight_arrays(bilm), path)
 
 
 def random_weights(options: dict, seed: int = 0, scale: float = 0.1) -> dict[str, np.ndarray]:
-    """Random arrays in the released layout for ``options`` (for tests and benchmarks)."""
+    """Random arrays in the released layout for ``options`` (for tests and benchmarks).
+
+    Args:
+        options: normalised options.
+        seed: NumPy random seed.
+        scale: standard deviation of the (normal) values.
+
+    Returns:
+        ``{dataset name: float32 array}`` of the shapes :func:`expected_shapes` gives.
+    """
     rng = np.random.default_rng(seed)
     return {
         name: (rng.standard_normal(shape) * scale).astype(np.float32)

@@ -16,7 +16,15 @@ from keras import ops
 
 
 def reverse_rows(x, lengths):
-    """[B, T, ...] -> each row's first ``lengths[b]`` steps reversed; the padding after them stays in place."""
+    """[B, T, ...] -> each row's first ``lengths[b]`` steps reversed; the padding after them stays in place.
+
+    Args:
+        x: tensor `[B, T, ...]`.
+        lengths: int tensor `[B]`, each row's real steps.
+
+    Returns:
+        A tensor like ``x``.
+    """
     return tf.reverse_sequence(x, lengths, seq_axis=1, batch_axis=0)
 
 
@@ -30,6 +38,14 @@ class CausalBiEncoder(keras.layers.Layer):
         dropout: float, dropout rate inside the blocks; applied only while training a trainable layer (a frozen
             biLM is deterministic). Defaults to `0.0`.
         **kwargs: base layer keyword arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: float tensor `[B, T, P]`, the token embeddings.
+        mask: bool tensor `[B, T]`, True at real tokens (after them, padding).
+        training: bool, whether dropout applies.
+
+    Returns:
+        A list of `num_layers` float tensors `[B, T, 2P]` (forward and backward outputs side by side).
     """
 
     def __init__(self, num_layers: int, projection_dim: int, dropout: float = 0.0, **kwargs):
@@ -39,11 +55,25 @@ class CausalBiEncoder(keras.layers.Layer):
         self.dropout = dropout
 
     def make_block(self, name: str) -> keras.layers.Layer:
-        """A new block: ``block(x [B, T, P], training=...)`` -> (next block's input, layer output), both [B, T, P]."""
+        """A new block: ``block(x [B, T, P], training=...)`` -> (next block's input, layer output), both [B, T, P].
+
+        Args:
+            name: the block's layer name.
+
+        Returns:
+            A Keras layer.
+        """
         raise NotImplementedError
 
     def embed_inputs(self, x):
-        """Each direction's input [B, T, P] (its steps counted from the row's first token) -> the first block's."""
+        """Each direction's input [B, T, P] (its steps counted from the row's first token) -> the first block's.
+
+        Args:
+            x: float tensor `[B, T, P]`.
+
+        Returns:
+            float tensor `[B, T, P]` (here ``x`` itself).
+        """
         return x
 
     def build(self, input_shape=None):

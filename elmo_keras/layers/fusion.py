@@ -116,8 +116,7 @@ class StackLayers(keras.layers.Layer):
 class LayerConcat(keras.layers.Layer):
     """Concatenate layers along the features axis (the `"concat"` mix mode).
 
-    Args:
-        **kwargs: base layer keyword arguments, such as `name` and `dtype`.
+    Takes only the base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
         inputs: list of float tensors `[..., dim_k]` (the same leading shape).
@@ -203,9 +202,28 @@ def make_layer_mixer(
 ) -> keras.layers.Layer:
     """A layer that turns ``num_layers`` tensors [B, T, D] (with mask) into one [B, T, D'] (with mask).
 
-    mix: "trainable" (softmax weights + gamma, ScalarMix), "fixed" (``mix_weights`` as given), "mlp"
-    (:class:`LayerFusion` with ``hidden`` units), "top" (the last layer), "average" (equal fixed weights),
-    "concat" (all layers side by side).
+    Args:
+        mix: ``"trainable"`` (softmax weights + gamma, ScalarMix), ``"fixed"`` (``mix_weights`` as given),
+            ``"mlp"`` (:class:`LayerFusion` with ``hidden`` units), ``"top"`` (the last layer), ``"average"``
+            (equal fixed weights), ``"concat"`` (all layers side by side).
+        num_layers: the number of layers to mix.
+        mix_weights: ``num_layers`` weights for ``mix="fixed"``, else ``None``.
+        hidden: units of the ``"mlp"`` fusion.
+        name: the layer's name.
+
+    Returns:
+        A Keras layer taking a list of ``num_layers`` tensors.
+
+    Example:
+
+    ```python
+    import numpy as np
+    from elmo_keras.layers.fusion import make_layer_mixer
+
+    mixer = make_layer_mixer("average", num_layers=3)
+    mixed = mixer([np.ones((2, 4, 8), "float32")] * 3)
+    assert mixed.shape == (2, 4, 8)
+    ```
     """
     if mix not in MIX_MODES:
         raise ValueError(f"mix must be one of {MIX_MODES}, got {mix!r}")

@@ -92,6 +92,14 @@ class BiGatedCNN(CausalBiEncoder):
         self.layer_norm = layer_norm
 
     def make_block(self, name: str) -> keras.layers.Layer:
+        """A new gated convolution block (see :meth:`CausalBiEncoder.make_block`).
+
+        Args:
+            name: the block's layer name.
+
+        Returns:
+            A Keras layer.
+        """
         return _GatedConvBlock(
             self.projection_dim, self.kernel_size, self.layer_norm, self.dropout, name=name, dtype=self.dtype_policy
         )

@@ -77,7 +77,14 @@ class HubElmo(keras.layers.Layer):
     def with_signature(self, signature: str) -> "HubElmo":
         """This layer over the module's ``signature`` (itself if it uses that one already; the loaded module is
         shared). ``models.text_classifier`` and ``sequence_tagger`` feed padded tokens: they take
-        ``with_signature("tokens")``."""
+        ``with_signature("tokens")``.
+
+        Args:
+            signature: ``"default"`` (sentences) or ``"tokens"`` (padded tokens).
+
+        Returns:
+            A :class:`HubElmo`.
+        """
         if signature == self.signature:
             return self
         return HubElmo.from_config({**self.get_config(), "signature": signature})

@@ -40,5 +40,12 @@ class _Unloaded(keras.initializers.Initializer):
 
 
 def initializer(default: str | keras.initializers.Initializer) -> str | keras.initializers.Initializer:
-    """``default``, or untouched zeros inside :func:`weights_loaded_next`."""
+    """``default``, or untouched zeros inside :func:`weights_loaded_next`.
+
+    Args:
+        default: the initializer to use outside :func:`weights_loaded_next`.
+
+    Returns:
+        An initializer (or its name).
+    """
     return _Unloaded() if _LOADING.get() else default

@@ -129,7 +129,14 @@ class ScalarMix(keras.layers.Layer):
         )
 
     def normalized_weights(self, training: bool = False):
-        """The mixing weights s (sum to 1 unless fixed weights say otherwise), float32 [num_layers]."""
+        """The mixing weights s (sum to 1 unless fixed weights say otherwise), float32 [num_layers].
+
+        Args:
+            training: bool, whether ``weight_dropout`` applies.
+
+        Returns:
+            float32 tensor `[num_layers]`.
+        """
         if self.mix_weights is not None:
             return ops.convert_to_tensor(self.mix_weights, dtype="float32")
         logits = ops.convert_to_tensor(self.logits)

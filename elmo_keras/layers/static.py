@@ -15,7 +15,14 @@ from elmo_keras.text import split_sentences, token_mask
 
 
 def check_corpus(sentences: Sequence[Sequence[str]]) -> list[list[str]]:
-    """Token lists as lists; ValueError for an empty corpus, TypeError for strings."""
+    """Token lists as lists; ValueError for an empty corpus, TypeError for strings.
+
+    Args:
+        sentences: list of token lists.
+
+    Returns:
+        The token lists, each a list.
+    """
     corpus = [list(s) for s in sentences]
     if not any(corpus):
         raise ValueError("the corpus is empty: pass a list of token lists")
@@ -129,7 +136,26 @@ class StaticEmbedding(keras.layers.Layer):
     ) -> "StaticEmbedding":
         """A trainable embedding over the words seen ``min_count`` times in ``sentences`` (token lists), e.g.
         the task's training texts: the word representation ELMo is concatenated with (``word_embedding=`` of
-        :func:`elmo_keras.tasks.models.text_classifier`)."""
+        :func:`elmo_keras.tasks.models.text_classifier`).
+
+        Args:
+            sentences: list of token lists.
+            dim: int, the vector size.
+            min_count: int, the least number of times a word must occur to get a vector.
+            **kwargs: arguments of :class:`StaticEmbedding` (``trainable`` defaults to True here).
+
+        Returns:
+            A :class:`StaticEmbedding`, not built.
+
+        Example:
+
+        ```python
+        from elmo_keras.layers import StaticEmbedding
+
+        embedding = StaticEmbedding.from_corpus([["a", "good", "film"], ["a", "bad", "film"]], dim=4, min_count=2)
+        assert embedding.vocabulary == ["a", "film"]
+        ```
+        """
         counts = Counter(t for s in check_corpus(sentences) for t in s)
         words = sorted(w for w, c in counts.items() if c >= min_count and w)
         return cls(words, dim=dim, trainable=kwargs.pop("trainable", True), **kwargs)

@@ -30,7 +30,16 @@ _EPSILON = 1e-5  # LayerNormalization epsilon
 
 
 def sinusoidal_positions(steps, dim: int, dtype):
-    """[steps, dim]: sin and cos (interleaved) of position * 10000^(-2i / dim)."""
+    """[steps, dim]: sin and cos (interleaved) of position * 10000^(-2i / dim).
+
+    Args:
+        steps: int (or scalar tensor), the number of positions.
+        dim: int, the embedding width (even).
+        dtype: the result's dtype.
+
+    Returns:
+        tensor `[steps, dim]`.
+    """
     positions = ops.cast(ops.arange(steps), "float32")[:, None]
     rates = ops.exp(ops.cast(ops.arange(0, dim, 2), "float32") * (-math.log(10000.0) / dim))
     angles = positions * rates[None, :]
@@ -130,6 +139,14 @@ class BiTransformer(CausalBiEncoder):
         self.activation = activation
 
     def make_block(self, name: str) -> keras.layers.Layer:
+        """A new causal self-attention block (see :meth:`CausalBiEncoder.make_block`).
+
+        Args:
+            name: the block's layer name.
+
+        Returns:
+            A Keras layer.
+        """
         return _TransformerBlock(
             self.projection_dim,
             self.num_heads,
@@ -141,6 +158,14 @@ class BiTransformer(CausalBiEncoder):
         )
 
     def embed_inputs(self, x):
+        """Add the sinusoidal position embeddings (see :func:`sinusoidal_positions`).
+
+        Args:
+            x: float tensor `[B, T, P]`, each direction's input.
+
+        Returns:
+            float tensor `[B, T, P]`.
+        """
         return x + sinusoidal_positions(ops.shape(x)[1], self.projection_dim, x.dtype)[None]
 
     def get_config(self):

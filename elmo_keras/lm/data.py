@@ -27,7 +27,16 @@ def _lookup_table(vocab: Vocabulary) -> tf.lookup.StaticHashTable:
 
 
 def sentence_encoder(vocab: Vocabulary, max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN):
-    """Returns ``encode(line) -> (char_ids [n+2, C], (forward [n+2], backward [n+2]))`` for tf.data."""
+    """The function that encodes one line of text for the language model, for ``tf.data``.
+
+    Args:
+        vocab: the output :class:`~elmo_keras.lm.vocab.Vocabulary`.
+        max_characters_per_token: char ids per token.
+
+    Returns:
+        ``encode(line) -> (char_ids [n+2, C], (forward [n+2], backward [n+2]))``: the targets are the next and
+        previous word ids, -1 past the ends.
+    """
     table = _lookup_table(vocab)
     bounds = tf.constant(boundary_char_ids(max_characters_per_token))
 
@@ -70,6 +79,20 @@ def lm_dataset(
     Files are sharded (``num_shards``/``shard_index``, e.g. from a ``tf.distribute.InputContext``), shuffled
     and interleaved; sentences are shuffled in a ``shuffle_buffer`` (0 = keep file order), bucketed by
     length (``buckets`` in tokens) and batched. Deterministic for a given ``seed``.
+
+    Args:
+        files: text files, one tokenised sentence per line.
+        vocab: the output :class:`~elmo_keras.lm.vocab.Vocabulary`.
+        batch_size: sentences per batch.
+        shuffle_buffer: sentences in the shuffle buffer; 0 keeps the file order.
+        seed: the shuffling seed.
+        buckets: length bucket boundaries, in tokens.
+        max_characters_per_token: char ids per token.
+        num_shards: the number of input shards (workers).
+        shard_index: this worker's shard.
+
+    Returns:
+        A ``tf.data.Dataset`` of ``(char_ids [B, T, C], (forward [B, T], backward [B, T]))``.
     """
     files = [os.fspath(f) for f in files]
     if not files:
@@ -98,7 +121,29 @@ def sentences_dataset(
     batch_size: int,
     max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN,
 ) -> tf.data.Dataset:
-    """Batches (in order, not bucketed) from in-memory sentences: strings or token lists."""
+    """Batches (in order, not bucketed) from in-memory sentences: strings or token lists.
+
+    Args:
+        sentences: strings (split on whitespace) or token lists.
+        vocab: the output :class:`~elmo_keras.lm.vocab.Vocabulary`.
+        batch_size: sentences per batch.
+        max_characters_per_token: char ids per token.
+
+    Returns:
+        A ``tf.data.Dataset`` as :func:`lm_dataset` gives.
+
+    Example:
+
+    ```python
+    from collections import Counter
+    from elmo_keras.lm import Vocabulary
+    from elmo_keras.lm.data import sentences_dataset
+
+    vocab = Vocabulary.from_counts(Counter("the cat saw the dog".split()))
+    chars, (forward, backward) = next(iter(sentences_dataset(["the cat", "the dog saw"], vocab, batch_size=2)))
+    assert chars.shape == (2, 5, 50) and forward.shape == (2, 5)  # 3 tokens + <S> and </S>
+    ```
+    """
     lines = []
     for i, sentence in enumerate(sentences):
         if not isinstance(sentence, str):

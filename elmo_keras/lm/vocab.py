@@ -24,7 +24,21 @@ def _check_token(token: str, where: str) -> None:
 
 
 class Vocabulary:
-    """Token <-> id mapping. ``tokens[0:3]`` are ``<S>``, ``</S>``, ``<UNK>``; unknown words map to ``<UNK>``."""
+    """Token <-> id mapping. ``tokens[0:3]`` are ``<S>``, ``</S>``, ``<UNK>``; unknown words map to ``<UNK>``.
+
+    Args:
+        tokens: the entries in id order, starting with the three specials; distinct, no whitespace.
+
+    Example:
+
+    ```python
+    from collections import Counter
+    from elmo_keras.lm import Vocabulary
+
+    vocab = Vocabulary.from_counts(Counter("the cat saw the dog".split()))
+    assert vocab.tokens[:4] == ["<S>", "</S>", "<UNK>", "the"] and vocab.ids["the"] == 3 and len(vocab) == 7
+    ```
+    """
 
     def __init__(self, tokens: Sequence[str]):
         tokens = list(tokens)
@@ -49,7 +63,16 @@ class Vocabulary:
     @classmethod
     def from_counts(cls, counts: Counter, min_count: int = 1, max_size: int | None = None) -> "Vocabulary":
         """Words with count >= ``min_count``, most frequent first (ties: alphabetical), at most ``max_size``
-        entries in all (the three specials included)."""
+        entries in all (the three specials included).
+
+        Args:
+            counts: word counts.
+            min_count: the least count a word needs.
+            max_size: the most entries, or ``None`` for no limit.
+
+        Returns:
+            A :class:`Vocabulary`.
+        """
         if min_count < 1:
             raise ValueError(f"min_count must be >= 1, got {min_count}")
         if max_size is not None and max_size < 4:
@@ -66,7 +89,16 @@ class Vocabulary:
         cls, paths: Sequence[str | os.PathLike], min_count: int = 1, max_size: int | None = None
     ) -> "Vocabulary":
         """Count whitespace-separated tokens in text files (one sentence per line); :class:`InputError` when there
-        are none."""
+        are none.
+
+        Args:
+            paths: text files, one tokenised sentence per line.
+            min_count: the least count a word needs.
+            max_size: the most entries, or ``None`` for no limit.
+
+        Returns:
+            A :class:`Vocabulary`.
+        """
         counts: Counter = Counter()
         for path in paths:
             with open(path, encoding="utf-8") as f:
@@ -81,7 +113,14 @@ class Vocabulary:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Vocabulary":
-        """Read a bilm-tf vocabulary file."""
+        """Read a bilm-tf vocabulary file.
+
+        Args:
+            path: the file, one token a line.
+
+        Returns:
+            A :class:`Vocabulary`.
+        """
         if not os.path.exists(path):
             raise FileNotFoundError(f"vocabulary file not found: {os.fspath(path)!r}")
         with open(path, encoding="utf-8") as f:
@@ -91,6 +130,10 @@ class Vocabulary:
         return cls(tokens)
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write the bilm-tf vocabulary file (atomically: temporary file, then rename)."""
+        """Write the bilm-tf vocabulary file (atomically: temporary file, then rename).
+
+        Args:
+            path: the file to write.
+        """
         with atomic_file(os.fspath(path)) as tmp, open(tmp, "w", encoding="utf-8") as f:
             f.write("".join(t + "\n" for t in self.tokens))

@@ -19,7 +19,23 @@ __all__ = ["StaticEmbedding", "StaticVectors", "train_cbow", "train_fasttext", "
 
 @dataclass
 class StaticVectors:
-    """A vocabulary and its vectors [V, D]; ``oov`` (fastText) computes a vector for any other word."""
+    """A vocabulary and its vectors [V, D]; ``oov`` (fastText) computes a vector for any other word.
+
+    Args:
+        words: the vocabulary, distinct words.
+        vectors: float array `[len(words), D]`.
+        oov: a function giving the vector of any other word, or ``None``.
+
+    Example:
+
+    ```python
+    import numpy as np
+    from elmo_keras.tasks.baselines import StaticVectors
+
+    layer = StaticVectors(["good", "film"], np.eye(2, dtype="float32")).embedding()
+    assert layer(np.array([["good", "film", ""]])).shape == (1, 3, 2)
+    ```
+    """
 
     words: list[str]
     vectors: np.ndarray
@@ -27,7 +43,16 @@ class StaticVectors:
 
     def embedding(self, extra_words: Iterable[str] = (), trainable: bool = False, **kwargs) -> "StaticEmbedding":
         """A :class:`StaticEmbedding` layer; with ``oov`` set, ``extra_words`` (e.g. the task's vocabulary)
-        get subword vectors too."""
+        get subword vectors too.
+
+        Args:
+            extra_words: words to add through ``oov`` (ignored without it).
+            trainable: whether the vectors are trained with the model.
+            **kwargs: other :class:`StaticEmbedding` arguments, such as ``name``.
+
+        Returns:
+            A :class:`StaticEmbedding`.
+        """
         words, vectors = list(self.words), [self.vectors]
         if self.oov is not None:
             known = set(words)
@@ -47,7 +72,20 @@ def train_cbow(
     seed: int = 0,
     workers: int = 2,
 ) -> StaticVectors:
-    """CBOW word2vec (gensim) on token lists."""
+    """CBOW word2vec (gensim) on token lists.
+
+    Args:
+        sentences: list of token lists.
+        dim: int, the vector size.
+        window: int, the context window on each side.
+        min_count: int, the least count a word needs to get a vector.
+        epochs: int, passes over the corpus.
+        seed: int, the random seed.
+        workers: int, training threads.
+
+    Returns:
+        :class:`StaticVectors`.
+    """
     from gensim.models import Word2Vec
 
     model = Word2Vec(
@@ -74,7 +112,22 @@ def train_fasttext(
     seed: int = 0,
     workers: int = 2,
 ) -> StaticVectors:
-    """fastText-style CBOW with character n-gram subwords (gensim); unseen words get subword vectors."""
+    """fastText-style CBOW with character n-gram subwords (gensim); unseen words get subword vectors.
+
+    Args:
+        sentences: list of token lists.
+        dim: int, the vector size.
+        window: int, the context window on each side.
+        min_count: int, the least count a word needs to get a vector.
+        epochs: int, passes over the corpus.
+        min_n: int, the shortest character n-gram.
+        max_n: int, the longest character n-gram.
+        seed: int, the random seed.
+        workers: int, training threads.
+
+    Returns:
+        :class:`StaticVectors` with ``oov`` set.
+    """
     from gensim.models import FastText
 
     model = FastText(
@@ -96,7 +149,18 @@ def train_fasttext(
 def train_svd_ppmi(
     sentences: Sequence[Sequence[str]], dim: int = 100, window: int = 5, min_count: int = 2, seed: int = 0
 ) -> StaticVectors:
-    """Truncated SVD (scikit-learn) of the positive PMI matrix of symmetric window co-occurrences."""
+    """Truncated SVD (scikit-learn) of the positive PMI matrix of symmetric window co-occurrences.
+
+    Args:
+        sentences: list of token lists.
+        dim: int, the vector size.
+        window: int, the context window on each side.
+        min_count: int, the least count a word needs to get a vector.
+        seed: int, the random seed of the SVD.
+
+    Returns:
+        :class:`StaticVectors`.
+    """
     from scipy import sparse
     from sklearn.decomposition import TruncatedSVD
 

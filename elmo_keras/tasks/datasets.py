@@ -17,14 +17,36 @@ _TOKEN = re.compile(r"\w+(?:[-'.]\w+)*|[^\w\s]", re.UNICODE)
 
 
 def simple_tokenize(text: str) -> str:
-    """Split off punctuation, so "loan." becomes "loan ." (the token style ELMo models are trained on)."""
+    """Split off punctuation, so "loan." becomes "loan ." (the token style ELMo models are trained on).
+
+    Args:
+        text: the text.
+
+    Returns:
+        The text with single spaces between tokens.
+
+    Example:
+
+    >>> from elmo_keras.tasks.datasets import simple_tokenize
+    >>> simple_tokenize("The bank approved the loan.")
+    'The bank approved the loan .'
+    """
     return " ".join(_TOKEN.findall(text))
 
 
 @dataclass
 class TextClassificationData:
     """Texts (numpy object arrays, ready for ``model.fit``) and labels for a train and a test split: int [N],
-    or -1-padded label indices [N, K] when ``multi_label``."""
+    or -1-padded label indices [N, K] when ``multi_label``.
+
+    Args:
+        train_texts: object array `[N]` of str.
+        train_labels: int `[N]`, or `[N, K]` when ``multi_label``.
+        test_texts: object array `[M]` of str.
+        test_labels: int `[M]`, or `[M, K]` when ``multi_label``.
+        class_names: the class names, in label order.
+        multi_label: whether a text has several labels.
+    """
 
     train_texts: np.ndarray
     train_labels: np.ndarray
@@ -42,7 +64,25 @@ def load_ag_news(n_test: int = 1600, seed: int = 0, tokenize: bool = True) -> Te
     """AG News, the 7,600 available rows (the test split of Zhang et al. 2015; its train split is not
     bundled), split into a fixed stratified train/test split: ``n_test`` rows (400 per class by default)
     for test, the rest (6,000) for training. Text = title + " " + description; ``tokenize`` splits off
-    punctuation (:func:`simple_tokenize`)."""
+    punctuation (:func:`simple_tokenize`).
+
+    Args:
+        n_test: rows in the test split.
+        seed: the split's random seed.
+        tokenize: split off punctuation.
+
+    Returns:
+        :class:`TextClassificationData` with 4 classes.
+
+    Example:
+
+    ```python
+    from elmo_keras.tasks.datasets import load_ag_news
+
+    data = load_ag_news()
+    assert len(data.test_texts) == 1600 and len(data.class_names) == 4
+    ```
+    """
     with _data_file("ag_news", "classes.txt").open(encoding="utf-8") as f:
         class_names = [line.strip() for line in f if line.strip()]
     texts, labels = [], []

@@ -44,7 +44,15 @@ FIT_ARGUMENTS = frozenset(
 
 @dataclasses.dataclass
 class EmbedOnce:
-    """The frozen Elmo of a text model and the model over its stored layers (sharing the head's weights)."""
+    """The frozen Elmo of a text model and the model over its stored layers (sharing the head's weights).
+
+    Made by :meth:`of`; ``TextModel.fit`` uses it to embed the training texts once.
+
+    Args:
+        elmo: the model's frozen ``Elmo`` layer.
+        features_model: the head, over the stored biLM layers.
+        embedder: the ``ElmoEmbedder`` that computes those layers.
+    """
 
     elmo: Elmo
     features_model: keras.Model
@@ -52,7 +60,14 @@ class EmbedOnce:
 
     @classmethod
     def of(cls, model: keras.Model) -> "EmbedOnce | str":
-        """The embed-once parts of ``model`` (a ``text_classifier``), or why it cannot train that way."""
+        """The embed-once parts of ``model`` (a ``text_classifier``), or why it cannot train that way.
+
+        Args:
+            model: a text model.
+
+        Returns:
+            An :class:`EmbedOnce`, or a str saying why not.
+        """
         try:
             document = model.get_layer("document")
         except ValueError:
@@ -76,7 +91,18 @@ class EmbedOnce:
         return "tokens" in self.features_model.input
 
     def dataset(self, texts: list[str], labels: np.ndarray, batch_size: int, shuffle: bool, verbose) -> tf.data.Dataset:
-        """Embed ``texts`` (float16) and batch them with ``labels``, grouped by length."""
+        """Embed ``texts`` (float16) and batch them with ``labels``, grouped by length.
+
+        Args:
+            texts: the sentences.
+            labels: their labels.
+            batch_size: texts per batch.
+            shuffle: shuffle the batches.
+            verbose: Keras' ``verbose``; a progress bar and timing when not 0.
+
+        Returns:
+            A ``tf.data.Dataset`` of ``(features, labels)``.
+        """
         tokens = [tokenize(text) for text in texts]
         start = time.perf_counter()
         features = embed_layers(self.embedder, tokens, dtype=FEATURE_DTYPE, progress=verbose in (1, "auto"))
@@ -106,7 +132,22 @@ class EmbedOnce:
         validation_batch_size: int | None = None,
         **kwargs,
     ) -> keras.callbacks.History:
-        """``keras.Model.fit`` on the stored layers of ``texts`` (and of the validation texts)."""
+        """``keras.Model.fit`` on the stored layers of ``texts`` (and of the validation texts).
+
+        Args:
+            texts: the training sentences.
+            labels: their labels.
+            batch_size: texts per batch (Keras' default when ``None``).
+            verbose: as in ``keras.Model.fit``.
+            validation_split: the fraction of the texts held out for validation.
+            validation_data: ``(texts, labels)`` for validation, or ``None``.
+            shuffle: shuffle the training batches.
+            validation_batch_size: validation texts per batch (``batch_size`` when ``None``).
+            **kwargs: other ``keras.Model.fit`` arguments, such as ``epochs`` and ``callbacks``.
+
+        Returns:
+            The Keras ``History``.
+        """
         batch_size = batch_size or 32
         if validation_data is None and validation_split:  # as Keras does: the last fraction, before shuffling
             cut = int(len(texts) * (1.0 - validation_split))
@@ -121,5 +162,12 @@ class EmbedOnce:
 
 
 def strings(texts: tf.Tensor) -> list[str]:
-    """A string tensor [N] -> Python str."""
+    """A string tensor [N] -> Python str.
+
+    Args:
+        texts: string tensor `[N]` of UTF-8 text.
+
+    Returns:
+        list of str.
+    """
     return [t.decode("utf-8") for t in texts.numpy()]

@@ -17,9 +17,18 @@ from elmo_keras.embed import ElmoEmbedder
 def embed_layers(
     embedder: ElmoEmbedder, token_lists: Iterable[Sequence[str]], dtype: str = "float16", progress: bool = False
 ) -> list[np.ndarray]:
-    """Token lists -> one array [n_tokens, n_layers + 1, 2P] per text (``dtype``: float16 halves memory).
+    """Token lists -> one array [n_tokens, n_layers + 1, 2P] per text.
 
     Empty token lists give [0, n_layers + 1, 2P] arrays.
+
+    Args:
+        embedder: an ``ElmoEmbedder``.
+        token_lists: the texts' token lists.
+        dtype: the arrays' dtype (float16 halves memory).
+        progress: show a progress bar.
+
+    Returns:
+        list of arrays `[n_tokens, n_layers + 1, 2P]`.
     """
     token_lists = [list(t) for t in token_lists]
     out = []
@@ -46,17 +55,35 @@ def features_dataset(
     group_by_length: bool = False,
 ) -> tf.data.Dataset:
     """Batches ``{"layers": float32 [B, T, L, D], "mask": bool [B, T]}`` (+ labels) for
-    :func:`elmo_keras.tasks.models.features_classifier`.
+    :func:`elmo_keras.tasks.models.features_classifier`. Batches are padded to their longest text.
 
-    ``features``: arrays [n_tokens, L, D] (from :func:`embed_layers`, or static vectors with L = 1); batches are
-    padded to their longest text. ``labels``: [N] ints, or [N, K] label indices / multi-hot rows. ``shuffle``
-    reshuffles every epoch (``seed`` fixes the order). ``bucket_boundaries`` (e.g. [20, 40, 80]) batches texts
-    of similar length together, so less padding is run through the head (batches may then hold fewer rows).
-    ``tokens``: the texts' token lists, added as ``"tokens"`` string [B, T] ("" = padding) for a
-    ``features_classifier`` with a ``word_embedding``. ``group_by_length`` batches texts of similar length
-    while keeping ``ceil(N / batch_size)`` full batches per epoch (so Keras knows the epoch length): each epoch,
-    pools of 64 batches' worth of texts (shuffled when ``shuffle``) are sorted by length and cut into batches,
-    and the batch order is shuffled.
+    Args:
+        features: arrays `[n_tokens, L, D]` (from :func:`embed_layers`, or static vectors with L = 1).
+        labels: `[N]` ints, or `[N, K]` label indices / multi-hot rows; ``None`` for features only.
+        batch_size: texts per batch.
+        shuffle: reshuffle every epoch.
+        seed: fixes the shuffled order.
+        bucket_boundaries: lengths (e.g. `[20, 40, 80]`) at which to cut buckets of texts of similar length, so
+            less padding is run through the head (batches may then hold fewer rows).
+        tokens: the texts' token lists, added as ``"tokens"`` string `[B, T]` (`""` = padding) for a
+            ``features_classifier`` with a ``word_embedding``.
+        group_by_length: batch texts of similar length while keeping ``ceil(N / batch_size)`` full batches per
+            epoch (so Keras knows the epoch length): each epoch, pools of 64 batches' worth of texts (shuffled
+            when ``shuffle``) are sorted by length and cut into batches, and the batch order is shuffled.
+
+    Returns:
+        A ``tf.data.Dataset``.
+
+    Example:
+
+    ```python
+    import numpy as np
+    from elmo_keras.tasks.features import features_dataset
+
+    features = [np.ones((n, 3, 8), "float16") for n in (2, 5, 4)]
+    batch, labels = next(iter(features_dataset(features, np.array([0, 1, 0]), batch_size=3)))
+    assert batch["layers"].shape == (3, 5, 3, 8) and batch["mask"].shape == (3, 5)
+    ```
     """
     if not len(features):
         raise ValueError("features is empty")

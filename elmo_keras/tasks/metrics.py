@@ -17,7 +17,21 @@ from elmo_keras.saving import serializable
 
 
 def pad_label_indices(labels: Sequence[Sequence[int]], num_labels: int | None = None) -> np.ndarray:
-    """Lists of label indices -> int32 [N, max_labels] padded with -1 (checked against ``num_labels``)."""
+    """Lists of label indices -> int32 [N, max_labels] padded with -1 (checked against ``num_labels``).
+
+    Args:
+        labels: one list of label indices per example.
+        num_labels: the number of labels, or ``None`` not to check the upper bound.
+
+    Returns:
+        int32 array `[N, max(1, max_labels)]`.
+
+    Example:
+
+    >>> from elmo_keras.tasks.metrics import pad_label_indices
+    >>> pad_label_indices([[0, 2], [1], []]).tolist()
+    [[0, 2], [1, -1], [-1, -1]]
+    """
     labels = [list(row) for row in labels]
     width = max((len(row) for row in labels), default=0)
     out = np.full((len(labels), max(width, 1)), -1, dtype=np.int32)
@@ -34,7 +48,15 @@ def pad_label_indices(labels: Sequence[Sequence[int]], num_labels: int | None = 
 
 
 def to_multi_hot(y_true, num_labels: int):
-    """Integer indices [B, K] (-1 = none) or multi-hot [B, L] -> float32 multi-hot [B, num_labels]."""
+    """Integer indices [B, K] (-1 = none) or multi-hot [B, L] -> float32 multi-hot [B, num_labels].
+
+    Args:
+        y_true: padded label indices (integers) or multi-hot rows (floats).
+        num_labels: L.
+
+    Returns:
+        float32 tensor `[B, num_labels]`.
+    """
     if "int" in str(y_true.dtype):
         indices = ops.cast(y_true, "int32")
         tf.debugging.assert_less(
@@ -53,7 +75,24 @@ def to_multi_hot(y_true, num_labels: int):
 
 @serializable
 class MultiLabelBinaryCrossentropy(keras.losses.Loss):
-    """Binary cross-entropy on sigmoid outputs [B, L]; labels multi-hot or padded indices."""
+    """Binary cross-entropy on sigmoid outputs [B, L]; labels multi-hot or padded indices.
+
+    Args:
+        num_labels: L.
+        name: the loss's name.
+        **kwargs: base ``keras.losses.Loss`` arguments, such as ``reduction``.
+
+    Example:
+
+    ```python
+    import numpy as np
+    from elmo_keras.tasks.metrics import MultiLabelBinaryCrossentropy
+
+    loss = MultiLabelBinaryCrossentropy(num_labels=3)
+    value = loss(np.array([[0, -1]]), np.array([[0.9, 0.1, 0.1]]))  # label 0, as padded indices
+    assert 0 < float(value) < 0.2
+    ```
+    """
 
     def __init__(self, num_labels: int, name: str = "multi_label_bce", **kwargs):
         super().__init__(name=name, **kwargs)
@@ -73,7 +112,26 @@ class MultiLabelBinaryCrossentropy(keras.losses.Loss):
 @serializable
 class MultiLabelF1(keras.metrics.Metric):
     """Micro or macro F1 over the epoch, predictions = scores >= threshold (F1 of a label with no true and
-    no predicted example counts as 0, like scikit-learn's ``zero_division=0``)."""
+    no predicted example counts as 0, like scikit-learn's ``zero_division=0``).
+
+    Args:
+        num_labels: L.
+        average: ``"micro"`` or ``"macro"``.
+        threshold: scores at or above it count as predicted.
+        name: the metric's name, or ``None`` for ``"micro_f1"`` / ``"macro_f1"``.
+        **kwargs: base ``keras.metrics.Metric`` arguments, such as ``dtype``.
+
+    Example:
+
+    ```python
+    import numpy as np
+    from elmo_keras.tasks.metrics import MultiLabelF1
+
+    f1 = MultiLabelF1(num_labels=3)
+    f1.update_state(np.array([[0, 2]]), np.array([[0.9, 0.2, 0.7]]))
+    assert float(f1.result()) == 1.0
+    ```
+    """
 
     def __init__(self, num_labels: int, average: str = "micro", threshold: float = 0.5, name=None, **kwargs):
         if average not in ("micro", "macro"):
@@ -113,7 +171,25 @@ class MultiLabelF1(keras.metrics.Metric):
 
 @serializable
 class PrecisionAtK(keras.metrics.Metric):
-    """Mean over examples of (true labels among the k highest scores) / k."""
+    """Mean over examples of (true labels among the k highest scores) / k.
+
+    Args:
+        num_labels: L.
+        k: how many of the highest scores count.
+        name: the metric's name, or ``None`` for ``"precision_at_K"``.
+        **kwargs: base ``keras.metrics.Metric`` arguments, such as ``dtype``.
+
+    Example:
+
+    ```python
+    import numpy as np
+    from elmo_keras.tasks.metrics import PrecisionAtK
+
+    metric = PrecisionAtK(num_labels=4, k=2)
+    metric.update_state(np.array([[1, -1]]), np.array([[0.1, 0.8, 0.5, 0.0]]))
+    assert float(metric.result()) == 0.5
+    ```
+    """
 
     def __init__(self, num_labels: int, k: int = 5, name=None, **kwargs):
         super().__init__(name=name or f"precision_at_{k}", **kwargs)

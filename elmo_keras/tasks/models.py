@@ -83,6 +83,17 @@ class TextModel(keras.Model):
         ``EarlyStopping(restore_best_weights=True)`` works; ``ModelCheckpoint`` saves that model). Datasets,
         generators, ``sample_weight``, ``steps_per_epoch``, segments (``max_tokens``) or a trainable biLM run
         the plain path; ``embed_once=True`` then raises instead, ``False`` always runs the plain path.
+
+        Args:
+            x: texts: sentences (a list of str or a string array) or padded tokens, or a dataset.
+            y: labels.
+            *args: further positional ``keras.Model.fit`` arguments.
+            validation_data: ``(texts, labels)``, as in ``keras.Model.fit``.
+            embed_once: ``None`` (when possible), True (always; raises when not possible) or False (never).
+            **kwargs: other ``keras.Model.fit`` arguments, such as ``epochs``.
+
+        Returns:
+            The Keras ``History``.
         """
         x, y = self._text(x), self._labels(y)
         if isinstance(validation_data, (tuple, list)) and validation_data:
@@ -164,15 +175,43 @@ def text_classifier(
 ) -> keras.Model:
     """A compiled ``keras.Model``: raw strings [B] -> class probabilities [B, num_classes].
 
-    head: "bigru" (Bidirectional GRU, masked max+mean pooling), "bilstm_bigru" (a BiLSTM and a BiGRU read the
-    sequence in parallel, concatenated, Dense(hidden, tanh)), or "pool" (masked max+mean pooling only).
-    mix: how the embedder's layers are combined (see :func:`elmo_keras.layers.make_layer_mixer`).
-    multi_label: sigmoid outputs, binary cross-entropy, micro/macro F1 and precision@top_k; labels multi-hot
-    floats [B, L] or label indices [B, K] padded with -1 (:func:`pad_label_indices`).
-    max_tokens: encode long texts in segments of at most this many tokens (see :class:`SegmentedEncoder`).
-    word_embedding: a layer tokens [B, T] -> [B, T, E] with a mask (e.g. a trainable
-    ``StaticEmbedding.from_corpus(train_tokens, dim)``), concatenated with the mixed ELMo sequence before the head.
     Compiled with Adam(learning_rate); compile again to change optimizer, loss or metrics.
+
+    Args:
+        embedder: the text embedder: ``ek.Elmo``, ``HubElmo`` or ``StaticEmbedding``.
+        num_classes: the number of classes (labels, when ``multi_label``).
+        head: ``"bigru"`` (Bidirectional GRU, masked max+mean pooling), ``"bilstm_bigru"`` (a BiLSTM and a
+            BiGRU read the sequence in parallel, concatenated, Dense(hidden, tanh)), or ``"pool"`` (masked
+            max+mean pooling only).
+        mix: how the embedder's layers are combined: ``"trainable"``, ``"fixed"``, ``"mlp"``, ``"top"``,
+            ``"average"`` or ``"concat"`` (see :func:`elmo_keras.layers.fusion.make_layer_mixer`).
+        multi_label: sigmoid outputs, binary cross-entropy, micro/macro F1 and precision@top_k; labels
+            multi-hot floats `[B, L]` or label indices `[B, K]` padded with -1 (:func:`pad_label_indices`).
+        mix_weights: one weight per layer for ``mix="fixed"``, else ``None``.
+        units: GRU/LSTM units per direction.
+        hidden: units of the ``"mlp"`` mix and of the ``"bilstm_bigru"`` head's Dense layer.
+        dropout: dropout rate before the output layer.
+        max_tokens: encode long texts in segments of at most this many tokens (see :class:`SegmentedEncoder`),
+            or ``None``.
+        learning_rate: Adam's learning rate.
+        top_k: the k of precision@k (multi-label).
+        word_embedding: a layer tokens `[B, T]` -> `[B, T, E]` with a mask (e.g. a trainable
+            ``StaticEmbedding.from_corpus(train_tokens, dim)``), concatenated with the mixed ELMo sequence
+            before the head; or ``None``.
+        name: the model's name.
+
+    Returns:
+        A compiled :class:`TextModel`.
+
+    Example:
+
+    ```python
+    import elmo_keras as ek
+
+    model = ek.models.text_classifier(ek.Elmo.from_preset("brown-small"), num_classes=2, units=4, hidden=4)
+    model.fit(["good film", "bad plot"], [1, 0], epochs=1, verbose=0)
+    assert model.predict(["a good plot"], verbose=0).shape == (1, 2)
+    ```
     """
     _check_classifier_args(head, num_classes, multi_label)
     tokens = keras.Input(shape=(None,), dtype="string", name="tokens")
@@ -256,6 +295,26 @@ def features_classifier(
     scores), but the biLM runs once per text instead of once per epoch; ``TextModel.fit`` does this by itself.
     Static vectors fit too (``num_layers=1``, ``mix="top"``). With ``word_embedding`` the model also takes
     ``"tokens": string [B, T]`` (``features_dataset(tokens=...)``).
+
+    Args:
+        num_layers: L, the number of biLM layers stored per token.
+        dim: D, their width.
+        num_classes: the number of classes (labels, when ``multi_label``).
+        head: ``"bigru"``, ``"bilstm_bigru"`` or ``"pool"`` (see :func:`text_classifier`).
+        mix: how the embedder's layers are combined: ``"trainable"``, ``"fixed"``, ``"mlp"``, ``"top"``,
+            ``"average"`` or ``"concat"`` (see :func:`elmo_keras.layers.fusion.make_layer_mixer`).
+        multi_label: multi-label outputs, loss and metrics (see :func:`text_classifier`).
+        mix_weights: one weight per layer for ``mix="fixed"``, else ``None``.
+        units: GRU/LSTM units per direction.
+        hidden: units of the ``"mlp"`` mix and of the ``"bilstm_bigru"`` head's Dense layer.
+        dropout: dropout rate before the output layer.
+        learning_rate: Adam's learning rate.
+        top_k: the k of precision@k (multi-label).
+        word_embedding: a layer over ``"tokens"`` (see :func:`text_classifier`), or ``None``.
+        name: the model's name.
+
+    Returns:
+        A compiled ``keras.Model``.
     """
     _check_classifier_args(head, num_classes, multi_label)
     features_head = _features_head(num_layers, dim, head, mix, mix_weights, units, hidden, word_embedding)
@@ -316,6 +375,31 @@ def sequence_tagger(
 
     BiGRU over the mixed ELMo sequence, per-token softmax. Labels are int [B, T], aligned with the tokens;
     padded positions are masked out of the loss and the accuracy (their label values are ignored).
+
+    Args:
+        embedder: the text embedder: ``ek.Elmo``, ``HubElmo`` or ``StaticEmbedding``.
+        num_tags: the number of tags.
+        mix: how the embedder's layers are combined: ``"trainable"``, ``"fixed"``, ``"mlp"``, ``"top"``,
+            ``"average"`` or ``"concat"`` (see :func:`elmo_keras.layers.fusion.make_layer_mixer`).
+        mix_weights: one weight per layer for ``mix="fixed"``, else ``None``.
+        units: GRU units per direction.
+        hidden: units of the ``"mlp"`` mix.
+        dropout: dropout rate before the output layer.
+        learning_rate: Adam's learning rate.
+        name: the model's name.
+
+    Returns:
+        A compiled :class:`TextModel`.
+
+    Example:
+
+    ```python
+    import elmo_keras as ek
+
+    model = ek.models.sequence_tagger(ek.Elmo.from_preset("brown-small"), num_tags=3, units=4)
+    tokens = ek.models.pad_tokens([["The", "bank"], ["Hi"]])
+    assert model.predict(tokens, verbose=0).shape == (2, 2, 3)
+    ```
     """
     if num_tags < 2:
         raise ValueError(f"num_tags must be >= 2, got {num_tags}")
@@ -333,7 +417,15 @@ def sequence_tagger(
 
 def layer_mixer(model: keras.Model, name: str = "layer_mix") -> keras.layers.Layer:
     """The layer that combines the biLM layers in a model built here (a ``ScalarMix`` for mix "trainable",
-    "fixed", "top", "average"), wherever it sits: e.g. ``layer_mixer(model).normalized_weights()``."""
+    "fixed", "top", "average"), wherever it sits: e.g. ``layer_mixer(model).normalized_weights()``.
+
+    Args:
+        model: a model from :func:`text_classifier`, :func:`features_classifier` or :func:`sequence_tagger`.
+        name: the mixer layer's name.
+
+    Returns:
+        The mixer layer.
+    """
     stack = [model]
     while stack:
         layer = stack.pop()

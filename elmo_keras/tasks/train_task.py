@@ -98,7 +98,20 @@ def load_task(
     separator: str = "|",
     seed: int = 0,
 ) -> Task:
-    """``data="ag_news"`` (bundled) or CSV file(s) with a header; without ``test``, 20% of ``data``."""
+    """A classification task: the bundled AG News or CSV file(s) with a header.
+
+    Args:
+        data: ``"ag_news"`` (bundled) or a CSV file.
+        test: a CSV test file, or ``None`` to hold out 20% of ``data``.
+        text_column: the CSV column of the texts.
+        label_column: the CSV column of the labels.
+        multi_label: labels hold several names, joined by ``separator``.
+        separator: the label separator (multi-label).
+        seed: the seed of the held-out split.
+
+    Returns:
+        A ``Task``.
+    """
     if data == "ag_news":
         if test or multi_label:
             raise InputError("the bundled ag_news has its own fixed test split and one label per text")
@@ -162,7 +175,28 @@ def train_model(
     """``text_classifier`` over ``Elmo.from_pretrained`` (+ a ``words``-dimensional task word embedding, 0 for
     none), fitted on the training split with early stopping on a held-out ``validation_split`` of it (at most
     ``epochs``, stopping ``patience`` epochs after the best validation accuracy, whose weights are kept).
-    Over the frozen biLM each text is embedded once (``TextModel.fit``)."""
+    Over the frozen biLM each text is embedded once (``TextModel.fit``).
+
+    Args:
+        task: from :func:`load_task`.
+        options_file: the biLM's options file.
+        weight_file: the biLM's hdf5 weights.
+        head: see :func:`elmo_keras.tasks.models.text_classifier`.
+        mix: see :func:`elmo_keras.tasks.models.text_classifier`.
+        mix_weights: one weight per layer for ``mix="fixed"``, else ``None``.
+        units: GRU units per direction.
+        max_tokens: segment length for long texts, or ``None``.
+        words: the size of the task word embedding, 0 for none.
+        epochs: the most epochs.
+        patience: epochs without a better validation accuracy before stopping.
+        validation_split: the fraction of the training split held out.
+        batch_size: texts per batch.
+        learning_rate: Adam's learning rate.
+        verbose: as in ``keras.Model.fit``.
+
+    Returns:
+        The trained model.
+    """
     elmo = Elmo.from_pretrained(options_file, weight_file)
     layers = elmo.bilm.num_layers + 1
     if mix_weights is not None and len(mix_weights) != layers:
@@ -207,7 +241,16 @@ def train_model(
 
 
 def evaluate(model, task: Task, batch_size: int = 32) -> dict[str, float]:
-    """Scores on the test split: accuracy and macro_f1, or micro_f1, macro_f1 and precision_at_5 (multi-label)."""
+    """Scores on the test split: accuracy and macro_f1, or micro_f1, macro_f1 and precision_at_5 (multi-label).
+
+    Args:
+        model: a trained classifier.
+        task: from :func:`load_task`.
+        batch_size: texts per batch.
+
+    Returns:
+        ``{score name: value}``.
+    """
     if task.multi_label:
         values = model.evaluate(task.test_texts, task.test_labels, batch_size=batch_size, verbose=0, return_dict=True)
         return {k: float(values[k]) for k in ("micro_f1", "macro_f1", "precision_at_5") if k in values}

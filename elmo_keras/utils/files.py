@@ -28,12 +28,20 @@ os.umask(_UMASK)
 
 
 def usual_permissions(path: str) -> None:
-    """Give a ``tempfile``-made (private, 0600/0700) entry the permissions a plain open()/mkdir() would have."""
+    """Give a ``tempfile``-made (private, 0600/0700) entry the permissions a plain open()/mkdir() would have.
+
+    Args:
+        path: file or folder.
+    """
     os.chmod(path, (0o777 if os.path.isdir(path) else 0o666) & ~_UMASK)
 
 
 def fsync_path(path: str) -> None:
-    """Flush a file's (or a folder's entries') data to disk."""
+    """Flush a file's (or a folder's entries') data to disk.
+
+    Args:
+        path: file or folder.
+    """
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -52,7 +60,26 @@ def _temporary_name(path: str) -> str:
 @contextlib.contextmanager
 def atomic_file(path: str) -> Iterator[str]:
     """Yield a temporary path next to ``path``; on success it is fsync'd and renamed to ``path`` (replacing it),
-    on any exception (KeyboardInterrupt included) it is removed and ``path`` is left as it was."""
+    on any exception (KeyboardInterrupt included) it is removed and ``path`` is left as it was.
+
+    Args:
+        path: the file to write.
+
+    Returns:
+        A context manager yielding the temporary path to write to.
+
+    Example:
+
+    ```python
+    import os, tempfile
+    from elmo_keras.utils.files import atomic_file
+
+    path = os.path.join(tempfile.mkdtemp(), "out.txt")
+    with atomic_file(path) as tmp, open(tmp, "w") as f:
+        f.write("done")
+    assert open(path).read() == "done"
+    ```
+    """
     tmp = _temporary_name(path)
     try:
         yield tmp
@@ -68,7 +95,14 @@ def atomic_file(path: str) -> Iterator[str]:
 @contextlib.contextmanager
 def atomic_dir(path: str) -> Iterator[str]:
     """Yield a temporary folder next to ``path``; on success it replaces ``path`` (see :func:`publish`), on any
-    exception it is removed and ``path`` is left as it was."""
+    exception it is removed and ``path`` is left as it was.
+
+    Args:
+        path: the folder to write.
+
+    Returns:
+        A context manager yielding the temporary folder to fill.
+    """
     parent, name = os.path.split(os.path.abspath(path))
     tmp = tempfile.mkdtemp(prefix=f".{name}.", suffix=TMP_SUFFIX, dir=parent)
     usual_permissions(tmp)
@@ -81,7 +115,12 @@ def atomic_dir(path: str) -> Iterator[str]:
 
 
 def write_json(path: str, obj: Any) -> None:
-    """Write ``obj`` as JSON to ``path`` atomically."""
+    """Write ``obj`` as JSON to ``path`` atomically.
+
+    Args:
+        path: the file to write.
+        obj: a JSON-serialisable object.
+    """
     with atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
         json.dump(obj, f, indent=1, ensure_ascii=False)
 
@@ -92,6 +131,10 @@ def publish(src: str, dst: str) -> None:
     A file replaces a file in one atomic rename. A folder that replaces an existing ``dst`` is swapped with two
     renames (the old one is moved aside to a hidden ``*.tmp`` name first, then deleted): a kill between them
     leaves the new output in ``src`` and the old one aside, never a half-written ``dst``.
+
+    Args:
+        src: the finished file or folder.
+        dst: where it goes.
     """
     parent = os.path.dirname(os.path.abspath(dst))
     if os.path.isdir(src) and os.path.lexists(dst):
@@ -105,7 +148,11 @@ def publish(src: str, dst: str) -> None:
 
 
 def remove_stale_temporaries(folder: str) -> None:
-    """Delete the ``*.tmp`` entries a killed writer left in ``folder``."""
+    """Delete the ``*.tmp`` entries a killed writer left in ``folder``.
+
+    Args:
+        folder: the folder to clean.
+    """
     for name in os.listdir(folder):
         path = os.path.join(folder, name)
         if not name.endswith(TMP_SUFFIX):
@@ -117,7 +164,14 @@ def remove_stale_temporaries(folder: str) -> None:
 
 
 def file_sha256(path: str) -> str:
-    """The sha256 hex digest of a file's bytes."""
+    """The sha256 hex digest of a file's bytes.
+
+    Args:
+        path: the file.
+
+    Returns:
+        The digest, 64 hex characters.
+    """
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -134,6 +188,14 @@ def exclusive_lock(folder: str, what: str, name: str = LOCK) -> Iterator[None]:
     writing ``folder``; wait for it to finish"; a folder that cannot be created or written, one naming the folder.
     When the block raises and ``folder`` was created here and holds only the lock file, it is removed again:
     input refused inside the block leaves nothing behind.
+
+    Args:
+        folder: the folder to lock.
+        what: the kind of run, for the error message (e.g. ``"embed"``).
+        name: the lock file's name in ``folder``.
+
+    Returns:
+        A context manager holding the lock.
     """
     created = not os.path.isdir(folder)
     path = os.path.join(folder, name)

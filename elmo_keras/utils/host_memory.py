@@ -22,8 +22,16 @@ def host_zeros(shape: tuple[int, ...], dtype: str | np.dtype = "float32", popula
     """A zero array of ``shape`` in fresh anonymous pages: page-aligned, resident only once written, and kept in
     4 KiB pages like TensorFlow's own buffers (NumPy asks for transparent huge pages, and a kernel in huge pages
     made the per-step GEMMs 1.6-2x slower on our test VMs: its 64 KiB-strided rows then share cache sets).
-    ``populate``: for a buffer about to be written whole, make every page resident now, in one call (Linux;
-    about 3x cheaper than faulting the pages in one by one)."""
+
+    Args:
+        shape: the array's shape.
+        dtype: the array's dtype.
+        populate: for a buffer about to be written whole, make every page resident now, in one call (Linux;
+            about 3x cheaper than faulting the pages in one by one).
+
+    Returns:
+        A writable zero array of ``shape``.
+    """
     dtype = np.dtype(dtype)
     count = int(np.prod(shape, dtype=np.int64))
     flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | (getattr(mmap, "MAP_POPULATE", 0) if populate else 0)
@@ -36,7 +44,22 @@ def host_zeros(shape: tuple[int, ...], dtype: str | np.dtype = "float32", popula
 def host_tensor(array: np.ndarray) -> tf.Tensor:
     """A CPU tensor over ``array``'s memory (no copy; it keeps ``array`` alive). ``array`` must be C-contiguous,
     aligned (see :func:`host_zeros`) and not written by anyone afterwards: the tensor, or a variable
-    assigned from it, owns it from now on."""
+    assigned from it, owns it from now on.
+
+    Args:
+        array: a C-contiguous, 64-byte aligned array.
+
+    Returns:
+        A CPU ``tf.Tensor`` sharing ``array``'s memory.
+
+    Example:
+
+    ```python
+    from elmo_keras.utils.host_memory import host_tensor, host_zeros
+
+    assert host_tensor(host_zeros((2, 3))).shape == (2, 3)
+    ```
+    """
     if not array.flags.c_contiguous or array.ctypes.data % ALIGNMENT:
         raise ValueError(f"host_tensor needs a C-contiguous array aligned to {ALIGNMENT} bytes (use host_zeros)")
     return tf.experimental.dlpack.from_dlpack(array.__dlpack__())
