@@ -38,6 +38,16 @@ from elmo_keras.text import batch_to_ids, tokenize  # noqa: E402
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str):
+    """``ek.options``, ``ek.weights``, ...: the first generation's module attributes, served by the moved modules."""
+    if f"elmo_keras.{name}" in aliases.MOVED:
+        import importlib
+
+        return importlib.import_module(f"elmo_keras.{name}")
+    raise AttributeError(f"module 'elmo_keras' has no attribute {name!r}")
+
+
 __all__ = [
     "BiGatedCNN",
     "BiLM",

@@ -471,6 +471,20 @@ def _glued_beam_options(args: Sequence[str] | None) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``elmo-keras`` argument parser: one subcommand per entry of :data:`COMMANDS`.
+
+    Returns:
+        An ``argparse.ArgumentParser``; its ``parse_args`` gives the subcommand's name as ``command``.
+
+    Example:
+
+    ```python
+    from elmo_keras.cli import build_parser
+
+    args = build_parser().parse_args(["presets"])
+    assert args.command == "presets"
+    ```
+    """
     parser = argparse.ArgumentParser(prog="elmo-keras", description="ELMo for Keras 3")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (help_text, add_arguments, run) in COMMANDS.items():
@@ -479,7 +493,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one subcommand; bad input (:class:`~elmo_keras.errors.InputError`) is one stderr line and exit 2."""
+    """Run one subcommand; bad input (:class:`~elmo_keras.errors.InputError`) is one stderr line and exit 2, and
+    so is a full disk or a file-size limit reached.
+
+    Args:
+        argv: the command line after ``elmo-keras``, or `None` for ``sys.argv[1:]``. Defaults to `None`.
+
+    Returns:
+        The exit code: 0 on success, 2 for bad input.
+
+    Example:
+
+    ```python
+    from elmo_keras.cli import main
+
+    assert main(["presets"]) == 0   # prints the table of presets
+    ```
+    """
     args = build_parser().parse_args(_glued_beam_options(argv))
     try:
         return COMMANDS[args.command][2](args)

@@ -9,7 +9,7 @@ import keras
 import tensorflow as tf
 
 from elmo_keras.errors import InputError
-from elmo_keras.io.hub_module import read_hub_module
+from elmo_keras.io.load import ModelWeights, resolve
 from elmo_keras.layers.bilm import BiLM, check_concrete_inputs
 from elmo_keras.layers.scalar_mix import ScalarMix
 from elmo_keras.saving import serializable
@@ -48,8 +48,8 @@ class Elmo(keras.layers.Layer):
     no ScalarMix is created).
 
     Args:
-        options: the options dict (see :mod:`elmo_keras.io.options`) of a new, untrained biLM; or
-        bilm: a built :class:`BiLM` (e.g. ``BiLM.from_pretrained(...)``), serialized with this layer.
+        options: the options dict (see :mod:`elmo_keras.io.options`) of a new, untrained biLM; give it or
+            ``bilm``, not both. Defaults to `None`.
         num_output_representations: int, how many independent ScalarMixes (e.g. one per task layer).
             Defaults to `1`.
         dropout: float, dropout on each representation (training only). Defaults to `0.5`.
@@ -57,15 +57,23 @@ class Elmo(keras.layers.Layer):
         bilm_trainable: bool, fine-tune the biLM (the mixes always train unless fixed). Defaults to `False`.
         mix_weights: fixed mixing weights used as given instead of trainable softmax weights. Defaults to
             `None`.
-        do_layer_norm, weight_dropout, l2_coef: passed to every :class:`ScalarMix`. Default to `False`, `0.0`,
-            `0.0`.
-        stateful, max_batch_size, add_sentence_boundaries: passed to the :class:`BiLM` built from ``options``.
-            Default to `False`, `128`, `True`.
+        do_layer_norm: bool, passed to every :class:`ScalarMix`. Defaults to `False`.
+        weight_dropout: float, passed to every :class:`ScalarMix`. Defaults to `0.0`.
+        l2_coef: float, passed to every :class:`ScalarMix`. Defaults to `0.0`.
+        stateful: bool, passed to the :class:`BiLM` built from ``options``. Defaults to `False`.
+        max_batch_size: int, passed to the :class:`BiLM` built from ``options``. Defaults to `128`.
+        add_sentence_boundaries: bool, passed to the :class:`BiLM` built from ``options``. Defaults to `True`.
+        bilm: a built :class:`BiLM` (e.g. ``BiLM.from_pretrained(...)``), serialized with this layer; give it or
+            ``options``. Defaults to `None`.
+        output: the older spelling of ``output_mode`` (it wins when given). Defaults to `None`.
         **kwargs: base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
         inputs: sentences string [B], padded tokens string [B, T], or char ids int [B, T, 50] (see above).
         training: bool, applies dropout. Defaults to `False`.
+
+    Returns:
+        By ``output_mode``: the dict, the representation [B, T, 2P] or the list of layers (see above).
 
     Example:
 
@@ -157,8 +165,18 @@ class Elmo(keras.layers.Layer):
     def from_pretrained(
         cls, options_file: dict | str | os.PathLike, weight_file: str | os.PathLike, **kwargs
     ) -> "Elmo":
-        """Build from an options.json (path or dict) and a released-layout hdf5 weight file."""
-        return cls._built(BiLM.from_pretrained(options_file, weight_file, **cls._bilm_arguments(kwargs)), kwargs)
+        """Build from an options.json (path or dict) and a released-layout hdf5 weight file.
+
+        Args:
+            options_file: the options, as a path, an http(s) URL or a dict.
+            weight_file: the released-layout hdf5 weights, as a path or an http(s) URL.
+            **kwargs: arguments of ``Elmo`` (``stateful``, ``max_batch_size``, ``add_sentence_boundaries`` go to
+                the :class:`BiLM`).
+
+        Returns:
+            A built ``Elmo``, its biLM frozen unless ``bilm_trainable=True``.
+        """
+        return cls._from_model_weights(resolve(options_file, weight_file).read(), None, kwargs)
 
     @classmethod
     def from_hub(
@@ -167,30 +185,52 @@ class Elmo(keras.layers.Layer):
         """Build from a local TF Hub ELMo module (TF1, or written by ``export_hub_module``).
 
         The module's aggregation becomes the initial logits and gamma of every trainable ScalarMix.
-        ``boundaries``: "none" (run on the tokens alone, as TF Hub's module does), "add" (``<S>``/``</S>``),
-        or None: what the module records, else "none". ``use_skip_connections``: see
-        :func:`elmo_keras.io.hub_module.read_hub_module`. Other arguments go to ``Elmo``.
+
+        Args:
+            path: the module's folder.
+            boundaries: `"none"` (run on the tokens alone, as TF Hub's module does), `"add"` (``<S>``/``</S>``),
+                or `None`: what the module records, else `"none"`. Defaults to `None`.
+            use_skip_connections: see :func:`elmo_keras.io.hub_module.read_hub_module`. Defaults to `None`.
+            **kwargs: arguments of ``Elmo``.
+
+        Returns:
+            A built ``Elmo``.
         """
-        module = read_hub_module(path, use_skip_connections)
-        bilm = BiLM.from_weights(
-            module.options,
-            module.arrays,
-            **cls._bilm_arguments(kwargs),
-            add_sentence_boundaries=module.sentence_boundaries(boundaries),
-        )
-        elmo = cls._built(bilm, kwargs)
-        module.init_mixes(elmo.mixes)
-        return elmo
+        return cls._from_model_weights(resolve(path, hub=True).read(use_skip_connections), boundaries, kwargs)
 
     @classmethod
     def from_preset(cls, name: str | os.PathLike, **kwargs) -> "Elmo":
-        """A shipped preset (e.g. ``"brown-small"``, see ``elmo_keras.presets``) or a pretraining output folder."""
-        return cls._built(BiLM.from_preset(name, **cls._bilm_arguments(kwargs)), kwargs)
+        """Build from a preset: shipped (e.g. ``"brown-small"``, see ``elmo_keras.presets``) or published, or a
+        pretraining output folder; any source :func:`elmo_keras.io.load.resolve` takes.
+
+        Args:
+            name: the preset's name, or a folder (or a folder's URL) with options.json and weights.hdf5.
+            **kwargs: arguments of ``Elmo`` (``stateful``, ``max_batch_size``, ``add_sentence_boundaries`` go to
+                the :class:`BiLM`).
+
+        Returns:
+            A built ``Elmo``.
+
+        Example:
+
+        ```python
+        import elmo_keras as ek
+
+        elmo = ek.Elmo.from_preset("brown-small", output_mode="elmo")
+        vectors = elmo(["The bank approved the loan .", "Hi"])
+        assert vectors.shape == (2, 6, elmo.output_dim)
+        ```
+        """
+        return cls._from_model_weights(resolve(name).read(), None, kwargs)
 
     @classmethod
-    def _built(cls, bilm: BiLM, kwargs: dict) -> "Elmo":
+    def _from_model_weights(cls, weights: ModelWeights, boundaries: str | None, kwargs: dict) -> "Elmo":
+        """What the loader read -> a built Elmo (every ``from_*`` ends here); a TF Hub module's aggregation starts
+        the trainable mixes."""
+        bilm = BiLM.from_model_weights(weights, boundaries, **cls._bilm_arguments(kwargs))
         elmo = cls(bilm=bilm, **kwargs)
         elmo.build()
+        weights.init_mixes(elmo.mixes)
         return elmo
 
     @staticmethod
@@ -229,7 +269,14 @@ class Elmo(keras.layers.Layer):
         return super().__call__(inputs, *args, **kwargs)
 
     def char_ids(self, inputs):
-        """Any accepted input -> char ids [B, T, max_characters_per_token] (given ids are checked by the BiLM)."""
+        """Any accepted input -> char ids (given ids are checked by the BiLM).
+
+        Args:
+            inputs: sentences string [B], padded tokens string [B, T], or char ids int [B, T, C].
+
+        Returns:
+            Char ids int [B, T, max_characters_per_token]; given char ids as they are.
+        """
         if inputs.dtype in ("string", "tf.string") or getattr(inputs.dtype, "name", None) == "string":
             return strings_to_char_ids(inputs, self.bilm.max_characters_per_token)
         if len(inputs.shape) != 3:

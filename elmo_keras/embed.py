@@ -9,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from elmo_keras.layers.bilm import BiLM
-from elmo_keras.layers.lstm import transposed_layout_pays
+from elmo_keras.layers.lstm_inference import transposed_layout_pays, transposed_step_weights
 from elmo_keras.text import batch_to_ids, encode_token_lists
 from elmo_keras.utils.cpu import auto_dtype
 
@@ -34,8 +34,9 @@ STEP_LAYOUTS = ("auto", "released", "transposed")
 
 def _resolve_step_layout(bilm: BiLM, step_layout: str) -> str:
     """``step_layout`` of :class:`ElmoEmbedder` -> "released" or "transposed" for this biLM ("released" for
-    encoders other than the LSTM, which have no per-step weights)."""
-    if bilm.encoder_type != "lstm":
+    encoders other than the LSTM, which have no per-step weights, and for an LSTM off its fast path, e.g. a
+    trainable one: the snapshot is made once, for frozen weights)."""
+    if bilm.encoder_type != "lstm" or not bilm.lstm.fast_path:
         return "released"
     if step_layout != "auto":
         return step_layout
@@ -50,28 +51,50 @@ class ElmoEmbedder:
     internally sentences are taken in chunks, sorted by length and batched, so padding is small.
 
     Args:
-      options_file, weight_file: the released files, as paths or http(s) URLs (downloaded once, see
-        :mod:`elmo_keras.io.download`); or give ``bilm=`` a built BiLM.
-      dtype: "auto" (default): "bfloat16" where the CPU has bf16 matrix units (AMX or AVX512-BF16), else
-        "float32"; the choice is logged (see :func:`elmo_keras.utils.cpu.auto_dtype`). "float32" is exact; "bfloat16"
-        keeps the weights in bfloat16 (cast once when loaded; the cell state stays float32): about twice as
-        fast on such CPUs, several times slower on others, and only close to float32. "mixed_bfloat16" (the
-        Keras policy: float32 weights cast in every call) gives the same numbers, more slowly. Ignored when
-        ``bilm=`` is given.
-      token_cache: words whose char-CNN vectors are computed once up front (the original's token-embedding
-        dump); with ``cache_new_tokens`` every new word type is cached when first seen, up to
-        ``max_cache_size`` types. Either way the char CNN runs once per distinct word of a batch. The vectors
-        of the sentence boundaries <S> and </S> are computed once, when the embedder is made (like the
-        weights, they are taken to stay fixed).
-      batch_size: sentences per batch; chunk_size: sentences sorted together (bounds memory and latency);
-        char_cnn_batch: words per char-CNN call (bounds the convolution activations, i.e. peak memory).
-      step_layout: how the LSTM's per-step weights are laid out for the recurrent GEMMs: "released" (the
-        variables as they are), "transposed" (a transposed copy of the LSTM kernels and projections, made once
-        when the embedder is made: more memory, the same numbers) or "auto" (default): transposed where that is
-        faster, i.e. in bfloat16 for large matrices (the original size; see
-        :func:`elmo_keras.layers.lstm.transposed_layout_pays`).
-      jit_compile: run the LSTMs with XLA; batches are then padded to ``batch_size`` rows and a multiple of
-        ``length_multiple`` tokens (masked, so results do not change) to bound the number of compilations.
+        options_file: the released options.json, as a path, an http(s) URL (downloaded once, see
+            :mod:`elmo_keras.io.download`) or a dict; or give ``bilm=``. Defaults to `None`.
+        weight_file: the released hdf5 weights, as a path or an http(s) URL; or give ``bilm=``. Defaults to
+            `None`.
+        bilm: a built, stateless :class:`BiLM` to use instead of ``options_file`` and ``weight_file``. Defaults
+            to `None`.
+        dtype: `"auto"`: `"bfloat16"` where the CPU has bf16 matrix units (AMX or AVX512-BF16), else
+            `"float32"`; the choice is logged (see :func:`elmo_keras.utils.cpu.auto_dtype`). `"float32"` is
+            exact; `"bfloat16"` keeps the weights in bfloat16 (cast once when loaded; the cell state stays
+            float32): about twice as fast on such CPUs, several times slower on others, and only close to
+            float32. `"mixed_bfloat16"` (the Keras policy: float32 weights cast in every call) gives the same
+            numbers, more slowly. Ignored when ``bilm=`` is given. Defaults to `"auto"`.
+        token_cache: words whose char-CNN vectors are computed once up front (the original's token-embedding
+            dump). Either way the char CNN runs once per distinct word of a batch. The vectors of the sentence
+            boundaries <S> and </S> are computed once, when the embedder is made (like the weights, they are
+            taken to stay fixed). Defaults to `None`.
+        cache_new_tokens: bool, cache every new word type when first seen, up to ``max_cache_size`` types.
+            Defaults to `True`.
+        max_cache_size: int, the most word types the cache holds. Defaults to `1_000_000`.
+        batch_size: int, sentences per batch. Defaults to `64`.
+        chunk_size: int, sentences sorted together (bounds memory and latency). Defaults to `4096`.
+        jit_compile: bool, run the LSTMs with XLA; batches are then padded to ``batch_size`` rows and a multiple
+            of ``length_multiple`` tokens (masked, so results do not change) to bound the number of
+            compilations. Defaults to `False`.
+        length_multiple: int, with ``jit_compile``: batch lengths are padded to a multiple of it. Defaults to
+            `8`.
+        char_cnn_batch: int, words per char-CNN call (bounds the convolution activations, i.e. peak memory).
+            Defaults to `256`.
+        step_layout: how the LSTM's per-step weights are laid out for the recurrent GEMMs: `"released"` (the
+            variables as they are), `"transposed"` (a transposed copy of the LSTM kernels and projections, made
+            once when the embedder is made: more memory, the same numbers) or `"auto"`: transposed where that
+            is faster, i.e. in bfloat16 for large matrices (the original size; see
+            :func:`elmo_keras.layers.lstm_inference.transposed_layout_pays`). An LSTM off its fast path
+            (trainable, or ``fast_inference=False``) keeps the released layout. Defaults to `"auto"`.
+
+    Example:
+
+    ```python
+    import elmo_keras as ek
+
+    embedder = ek.ElmoEmbedder.from_preset("brown-small", dtype="float32")
+    vectors = list(embedder.embed_sentences([["The", "bank", "."], ["Hi"]]))
+    assert [v.shape for v in vectors] == [(3, 3, 256), (3, 1, 256)]   # [n_layers + 1, n_tokens, 2P]
+    ```
     """
 
     def __init__(
@@ -117,15 +140,18 @@ class ElmoEmbedder:
         boundaries = bilm.boundary_embeddings() if bilm.add_sentence_boundaries else None
         # likewise the LSTM's per-step weights in the transposed layout, where it is faster
         self.step_layout = _resolve_step_layout(bilm, step_layout)
-        steps = bilm.lstm.transposed_step_weights(input_kernel=True) if self.step_layout == "transposed" else None
+        steps = transposed_step_weights(bilm.lstm) if self.step_layout == "transposed" else None
+        # BiLM._call: call() with these speed-only arguments (not on BiLM.call's public signature)
         self._context = tf.function(
-            lambda emb, mask: bilm((emb, mask), boundary_embeddings=boundaries, step_weights=steps)["layers"],
+            lambda emb, mask: bilm._call((emb, mask), boundary_embeddings=boundaries, step_weights=steps)["layers"],
             input_signature=[tf.TensorSpec([None, None, p], tf.float32), tf.TensorSpec([None, None], tf.bool)],
             jit_compile=jit_compile,
         )
         # a lone sentence with new words: char CNN and biLM in one call (no round trip through NumPy between them)
         self._whole = tf.function(
-            lambda ids: bilm(ids, boundary_embeddings=boundaries, step_weights=steps, trim_padding=True)["layers"],
+            lambda ids: bilm._call(ids, boundary_embeddings=boundaries, step_weights=steps, trim_padding=True)[
+                "layers"
+            ],
             input_signature=[tf.TensorSpec([None, None, chars], tf.int32)],
         )
         if token_cache is not None:
@@ -134,11 +160,24 @@ class ElmoEmbedder:
     @classmethod
     def from_preset(cls, name: str, **kwargs) -> "ElmoEmbedder":
         """Use a preset: shipped (e.g. "brown-small"), published (e.g. "original", see ``ek.list_presets()``),
-        a folder or a folder's URL."""
+        a folder or a folder's URL.
+
+        Args:
+            name: the preset's name, a folder or a folder's URL.
+            **kwargs: arguments of ``ElmoEmbedder`` (``dtype`` included), except ``options_file``,
+                ``weight_file`` and ``bilm``.
+
+        Returns:
+            An ``ElmoEmbedder``.
+        """
         return cls(bilm=BiLM.from_preset(name, dtype=_policy(kwargs.pop("dtype", "auto"))), **kwargs)
 
     def add_to_cache(self, words: Iterable[str]) -> None:
-        """Compute and keep the char-CNN vectors of ``words`` (a vocabulary)."""
+        """Compute and keep the char-CNN vectors of ``words`` (a vocabulary).
+
+        Args:
+            words: the words (repeats and words already cached are skipped).
+        """
         words = [w for w in dict.fromkeys(words) if w not in self.cache]
         self.cache.update(zip(words, self._char_cnn(words)))
 
@@ -172,7 +211,14 @@ class ElmoEmbedder:
         return np.stack([self.cache[w] if w in self.cache else computed[w] for w in words])
 
     def embed_batch(self, sentences: Sequence[Sequence[str]]) -> list[np.ndarray]:
-        """Token lists -> one float32 array [n_layers + 1, n_tokens, 2P] per sentence (same order)."""
+        """Embed one batch of sentences as given (not sorted or split).
+
+        Args:
+            sentences: list of token lists.
+
+        Returns:
+            One float32 array [n_layers + 1, n_tokens, 2P] per sentence (same order).
+        """
         if not sentences:
             return []
         if len(sentences) == 1 and not self.jit_compile and any(w not in self.cache for w in sentences[0]):
@@ -208,7 +254,16 @@ class ElmoEmbedder:
     def embed_sentences(
         self, sentences: Iterable[Sequence[str]], batch_size: int | None = None
     ) -> Iterator[np.ndarray]:
-        """Yield one float32 array [n_layers + 1, n_tokens, 2P] per sentence, in input order."""
+        """Embed sentences in chunks of ``chunk_size``, each sorted by length and batched, so padding is small.
+
+        Args:
+            sentences: token lists (any iterable, read one chunk at a time).
+            batch_size: int, sentences per batch, or `None` for the embedder's ``batch_size``. Defaults to
+                `None`.
+
+        Returns:
+            An iterator of float32 arrays [n_layers + 1, n_tokens, 2P], one per sentence, in input order.
+        """
         batch_size = batch_size or self.batch_size
         chunk: list[Sequence[str]] = []
         for sentence in sentences:
@@ -229,5 +284,12 @@ class ElmoEmbedder:
         return out
 
     def embed_sentence(self, sentence: Sequence[str]) -> np.ndarray:
-        """One token list -> float32 [n_layers + 1, n_tokens, 2P]."""
+        """Embed one sentence.
+
+        Args:
+            sentence: a token list.
+
+        Returns:
+            A float32 array [n_layers + 1, n_tokens, 2P].
+        """
         return self.embed_batch([sentence])[0]

@@ -27,7 +27,7 @@ WORDS = (
 CHILD = textwrap.dedent("""
     import os, signal, sys
     from elmo_keras.cli import main
-    from elmo_keras.corpus import run, store
+    from elmo_keras.corpus import assembly, layout, run
     from elmo_keras.embed import ElmoEmbedder
     point = os.environ.get("KILL_AT")
     die = lambda: os.kill(os.getpid(), signal.SIGKILL)
@@ -35,7 +35,7 @@ CHILD = textwrap.dedent("""
     if point == "manifest":  # right after the manifest is written, before any shard
         run.remove_stale_temporaries = lambda folder: die()
     elif point == "shard-rename":  # shard 2's file fully written under its temporary name, not yet renamed
-        atomic = store.atomic_file
+        atomic = layout.atomic_file
         def atomic_file(path):
             calls["n"] += 1
             return dying(atomic(path)) if calls["n"] == 2 else atomic(path)
@@ -43,16 +43,16 @@ CHILD = textwrap.dedent("""
             def __init__(self, cm): self.cm = cm
             def __enter__(self): return self.cm.__enter__()
             def __exit__(self, *exc): die()
-        store.atomic_file = atomic_file
+        layout.atomic_file = atomic_file
     elif point == "assembly":  # half-way through adding shard 3's lines to the hdf5 output being built
-        add = store.Assembly.add
+        add = assembly.Assembly.add
         def add_then_die(self, shard, arrays):
             calls["n"] += 1
             if calls["n"] == 3:
                 add(self, shard, arrays[: len(arrays) // 2])
                 die()
             return add(self, shard, arrays)
-        store.Assembly.add = add_then_die
+        assembly.Assembly.add = add_then_die
     elif point == "publish":  # manifest says complete, output not yet in place
         run.publish = lambda src, dst: die()
     elif point == "cleanup":  # output in place, the finished run folder not yet deleted
@@ -108,7 +108,6 @@ def _resume_and_check(corpus, out, fmt, capsys, expect_reused=True):
     report = capsys.readouterr().out
     if expect_reused:
         assert " 0 reused" not in report, report
-    return report
     with ek.load_embeddings(out) as got:
         assert len(got) == len(expected)
         for g, e in zip(got, expected):
@@ -116,6 +115,7 @@ def _resume_and_check(corpus, out, fmt, capsys, expect_reused=True):
     assert not os.path.exists(f"{out}.partial")
     leftovers = [n for n in os.listdir(os.path.dirname(out)) if n.endswith(".tmp")]
     assert leftovers == []
+    return report
 
 
 @pytest.mark.parametrize(

@@ -11,8 +11,10 @@ from elmo_keras.host_memory import host_zeros
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from elmo_keras.corpus import direct_io, store
+from elmo_keras.corpus import direct_io, layout
+from elmo_keras.corpus.assembly import HDF5Assembly, adjacent_runs
 from elmo_keras.corpus.direct_io import BLOCK, RawWriter
+from elmo_keras.corpus.readers import HDF5Embeddings, ShardedEmbeddings
 
 SENTINEL = 0xA5
 
@@ -117,10 +119,10 @@ def test_a_file_system_that_refuses_o_direct_falls_back(tmp_path, monkeypatch):
 def test_adjacent_runs():
     starts = [100, 110, None, 130, 500, None, 510, 513, 613]
     sizes = [10, 20, 0, 5, 10, 0, 3, 100, 1]
-    assert store.adjacent_runs(starts, sizes, 1000) == [(100, [0, 1, 3]), (500, [4, 6, 7, 8])]
+    assert adjacent_runs(starts, sizes, 1000) == [(100, [0, 1, 3]), (500, [4, 6, 7, 8])]
     # at most max_bytes per run, unless one dataset is larger
-    assert store.adjacent_runs(starts, sizes, 30) == [(100, [0, 1]), (130, [3]), (500, [4, 6]), (513, [7]), (613, [8])]
-    assert store.adjacent_runs([], [], 10) == [] and store.adjacent_runs([None], [0], 10) == []
+    assert adjacent_runs(starts, sizes, 30) == [(100, [0, 1]), (130, [3]), (500, [4, 6]), (513, [7]), (613, [8])]
+    assert adjacent_runs([], [], 10) == [] and adjacent_runs([None], [0], 10) == []
 
 
 def _lines(rng, dtype, width, count, layers=3):
@@ -135,8 +137,8 @@ def test_shards_and_hdf5_assembly_read_back_exactly(tmp_path, dtype, width):
     shard_lines, shards = 40, 3
     lines = [_lines(rng, dtype, width, shard_lines) for _ in range(shards)]
     manifest = {
-        "format": store.FORMAT_NAME,
-        "version": store.FORMAT_VERSION,
+        "format": layout.FORMAT_NAME,
+        "version": layout.FORMAT_VERSION,
         "complete": True,
         "input": {"lines": shard_lines * shards},
         "layers": "all",
@@ -146,10 +148,10 @@ def test_shards_and_hdf5_assembly_read_back_exactly(tmp_path, dtype, width):
         "shards": shards,
     }
     for k, arrays in enumerate(lines):
-        store.write_shard(str(tmp_path / store.shard_name(k)), arrays, k * shard_lines, dtype)
-        with h5py.File(tmp_path / store.shard_name(k), "r") as f:
+        layout.write_shard(str(tmp_path / layout.shard_name(k)), arrays, k * shard_lines, dtype)
+        with h5py.File(tmp_path / layout.shard_name(k), "r") as f:
             assert f["values"].id.get_offset() % BLOCK == 0
-    assembly = store.HDF5Assembly(str(tmp_path), manifest)
+    assembly = HDF5Assembly(str(tmp_path), manifest)
     assembly.write_bytes = 20_000  # several writes per shard
     for k in (2, 0):  # in any order; the rest from the shard files
         assembly.add(k, lines[k])
@@ -158,7 +160,7 @@ def test_shards_and_hdf5_assembly_read_back_exactly(tmp_path, dtype, width):
     expected = [a.astype(dtype) for arrays in lines for a in arrays]
     data_bytes = sum(a.nbytes for a in expected)
     assert os.path.getsize(built) < data_bytes + 600 * len(expected) + 64_000  # no big unused metadata block
-    with store.ShardedEmbeddings(str(tmp_path), manifest) as shards_read, store.HDF5Embeddings(built) as hdf5_read:
+    with ShardedEmbeddings(str(tmp_path), manifest) as shards_read, HDF5Embeddings(built) as hdf5_read:
         for i, array in enumerate(expected):
             for got in (shards_read[i], hdf5_read[i]):
                 assert got.shape == array.shape and np.array_equal(got, array.astype(np.float32)), i

@@ -31,19 +31,7 @@ LAYERS = {
 }
 
 # Being restructured: issue 34. Their docstrings are checked once the new modules land; empty this list then.
-PENDING_MODULES = {
-    "elmo_keras.cli",
-    "elmo_keras.elmo",
-    "elmo_keras.embed",
-    "elmo_keras.io.load",
-    "elmo_keras.layers.bilm",
-    "elmo_keras.layers.lstm",
-    "elmo_keras.layers.lstm_cell",
-    "elmo_keras.layers.lstm_inference",
-    "elmo_keras.lm.model",
-    "elmo_keras.lm.train",
-    "elmo_keras.presets",
-}
+PENDING_MODULES: set[str] = set()
 PENDING_PACKAGES = ("elmo_keras.corpus",)  # and every module under it
 
 

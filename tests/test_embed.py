@@ -122,7 +122,7 @@ def test_xla_path_gives_the_same_vectors(fixture_files, reference):
     ],
 )
 def test_auto_dtype_reads_the_cpu_flags(flags, expected, caplog):
-    with caplog.at_level(logging.INFO, logger="elmo_keras.cpu"):
+    with caplog.at_level(logging.INFO, logger="elmo_keras.utils.cpu"):
         assert auto_dtype(flags) == expected
     assert len(caplog.records) == 1 and f"-> {expected}" in caplog.records[0].getMessage()
 
@@ -159,33 +159,10 @@ def test_transposed_step_layout_gives_the_same_vectors(fixture_files, reference,
 
 
 def test_step_layout_auto_transposes_only_large_matrices(fixture_files):
-    from elmo_keras.layers.lstm import transposed_layout_pays
-
-    # the released sizes' W_h [P, 4D] in bfloat16: small 1 MB, medium 4 MB, original 16 MB; never in float32
-    assert not transposed_layout_pays(1024, 128, "bfloat16") and not transposed_layout_pays(2048, 256, "bfloat16")
-    assert transposed_layout_pays(4096, 512, "bfloat16")
-    assert not any(transposed_layout_pays(d, p, "float32") for d, p in [(1024, 128), (2048, 256), (4096, 512)])
+    # which sizes: tests/test_lstm_paths.py
     assert ElmoEmbedder(*fixture_files).step_layout == "released"  # the fixture's LSTM is tiny
     with pytest.raises(ValueError, match="step_layout must be one of"):
         ElmoEmbedder(*fixture_files, step_layout="columns")
-
-
-def test_transposed_step_weights_are_the_variables_transposed(fixture_files):
-    lstm = ek.BiLM.from_pretrained(*fixture_files).lstm
-    p = lstm.projection_dim
-    for k, per_direction in enumerate(lstm.transposed_step_weights(input_kernel=True)):
-        for d, (w_x_t, w_h_t, w_p_t) in enumerate(per_direction):
-            np.testing.assert_array_equal(np.asarray(w_x_t), np.asarray(lstm.kernels[k])[d, :p].T)
-            np.testing.assert_array_equal(np.asarray(w_h_t), np.asarray(lstm.kernels[k])[d, p:].T)
-            np.testing.assert_array_equal(np.asarray(w_p_t), np.asarray(lstm.projections[k])[d].T)
-    assert all(w_x_t is None for layer in lstm.transposed_step_weights() for w_x_t, _, _ in layer)
-
-
-def test_step_weights_are_refused_for_other_encoders():
-    bilm = ek.BiLM.from_preset("brown-small-transformer")
-    with pytest.raises(ValueError, match="step_weights are for the LSTM encoder"):
-        bilm(ek.batch_to_ids([["a", "b"]]), step_weights=[])
-    assert ElmoEmbedder(bilm=bilm, step_layout="transposed").step_layout == "released"
 
 
 def test_options_with_another_max_characters_per_token(tmp_path, fixture_options):

@@ -187,68 +187,6 @@ def test_keras_mask_reaches_a_bigru(case, tmp_path):
             np.testing.assert_allclose(outputs[1, :1], np.asarray(run(alone))[0], atol=1e-6)
 
 
-def test_chunk_steps_fill_gemm_rows():
-    from elmo_keras.layers.lstm import GEMM_ROWS, chunk_steps
-
-    assert [int(chunk_steps(b)) for b in (0, 1, 4, 7, 48, 49, 96, 97, 256)] == [
-        GEMM_ROWS,
-        GEMM_ROWS,
-        GEMM_ROWS // 4,
-        GEMM_ROWS // 7,
-        2,
-        1,
-        1,
-        1,
-        1,
-    ]
-
-
-@pytest.mark.parametrize("batch", [4, 7, 50])
-def test_frozen_lstm_reads_time_in_chunks_with_the_same_results(batch):
-    """A frozen ProjectedBiLSTM computes its input-to-gate products chunk_steps(batch) steps at a time (24, 13
-    and 1): same outputs and final states as the trainable path (all steps at once), for rows shorter and
-    longer than a chunk."""
-    from elmo_keras.layers.lstm import chunk_steps
-
-    chunk = int(chunk_steps(batch))
-    lstm = ek.ProjectedBiLSTM(
-        num_layers=2, dim=12, projection_dim=6, cell_clip=3.0, proj_clip=3.0, use_skip_connections=True
-    )
-    steps = 2 * chunk + 5
-    inputs = np.random.default_rng(3).normal(size=(batch, steps, 6)).astype("float32")
-    lengths = ([steps, chunk, 3, 0, steps - 1, 1, chunk + 1] * 8)[:batch]
-    mask = np.arange(steps)[None, :] < np.array(lengths)[:, None]
-    lstm.trainable = True
-    full = tf.function(lambda x, m: lstm(x, m))(inputs, mask)
-    lstm.trainable = False
-    chunked = tf.function(lambda x, m: lstm(x, m))(inputs, mask)
-    for a, b in zip(tf.nest.flatten(full), tf.nest.flatten(chunked)):
-        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=1e-6)
-
-
-def test_frozen_lstm_memory_does_not_grow_with_the_input_gates_of_all_steps():
-    """The input-to-gate products of a long batch ([T, B, 4D] per direction) are never all held at once: the
-    allocator peak of a frozen LSTM grows by far less than them from 16 to 112 steps."""
-    import tensorflow as tf
-
-    lstm = ek.ProjectedBiLSTM(num_layers=1, dim=1024, projection_dim=64)
-    lstm.trainable = False
-    run = tf.function(lambda x, m: lstm(x, m)[0])
-    peaks = []
-    for steps in (16, 112):
-        inputs, mask = tf.zeros((32, steps, 64)), tf.ones((32, steps), bool)
-        run(inputs, mask)
-        try:
-            tf.config.experimental.reset_memory_stats("CPU:0")
-        except ValueError as error:
-            pytest.skip(f"CPU allocator statistics unavailable: {error}")
-        before = tf.config.experimental.get_memory_info("CPU:0")["current"]
-        run(inputs, mask)
-        peaks.append(tf.config.experimental.get_memory_info("CPU:0")["peak"] - before)
-    all_gates = 2 * (112 - 16) * 32 * 4 * 1024 * 4  # bytes of the extra steps' gates, both directions
-    assert peaks[1] - peaks[0] < all_gates // 4, (peaks, all_gates)
-
-
 @pytest.mark.parametrize("trainable", [True, False])
 def test_lstm_final_state_and_outputs_do_not_depend_on_padding(trainable):
     """Each row's outputs and final state (its state after its own last step, both directions) equal those of the

@@ -22,7 +22,7 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from elmo_keras.corpus import store
+from elmo_keras.corpus import layout
 from elmo_keras.corpus.lines import InputScan
 from elmo_keras.corpus.run import Commit, Runner, embed_shard
 from elmo_keras.embed import ElmoEmbedder
@@ -74,7 +74,7 @@ class _EmbedShard(_WithEmbedder):
     def process(self, shard: int) -> Iterator[int]:
         with open(self.scan.path, "rb") as stream:
             arrays = embed_shard(self.embedder, self.scan, stream, shard, self.layers)
-        store.commit_shard_file(self.folder, shard, arrays, self.scan.shard_lines, self.storage_dtype)
+        layout.commit_shard_file(self.folder, shard, arrays, self.scan.shard_lines, self.storage_dtype)
         logging.info("elmo_keras: shard %d (%d lines) written by worker process %d", shard, len(arrays), os.getpid())
         yield shard
 
@@ -88,7 +88,7 @@ class _EmbedBatch(_WithEmbedder):
         keys = [key for key, _ in batch]
         arrays = self.embedder.embed_sentences([tokenize(line) for _, line in batch])
         for key, array in zip(keys, arrays):
-            yield key, store.reduce_layers(array, self.layers)
+            yield key, layout.reduce_layers(array, self.layers)
 
 
 class EmbedLines(beam.PTransform):
@@ -105,8 +105,8 @@ class EmbedLines(beam.PTransform):
 
     def __init__(self, spec: EmbedderSpec, layers: str = "all", min_batch_size: int = 8, max_batch_size: int = 256):
         super().__init__()
-        if layers not in store.LAYER_CHOICES:
-            raise ValueError(f"layers must be one of {store.LAYER_CHOICES}, got {layers!r}")
+        if layers not in layout.LAYER_CHOICES:
+            raise ValueError(f"layers must be one of {layout.LAYER_CHOICES}, got {layers!r}")
         self.spec, self.layers = spec, layers
         self.min_batch_size, self.max_batch_size = min_batch_size, max_batch_size
 

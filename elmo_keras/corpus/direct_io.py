@@ -6,14 +6,22 @@ the dearest part of a corpus run's writing. With ``O_DIRECT`` the disk reads the
 Only whole :data:`BLOCK`-byte blocks at block-aligned file offsets, from block-aligned memory, can go that way:
 the rest of an array (and all of it where the platform or file system refuses ``O_DIRECT``) is written through
 the page cache as usual. Either way the caller fsyncs the file before it counts as written.
+
+HDF5 output is written that way too: HDF5 allocates each dataset (:func:`allocate_dataset`, never filled) and
+:class:`RawWriter` writes the values at the dataset's offset, from a reused page-aligned :class:`Scratch` buffer.
 """
 
 from __future__ import annotations
 
 import errno
+import math
 import os
+from collections.abc import Sequence
 
+import h5py
 import numpy as np
+
+from elmo_keras.utils.host_memory import host_zeros
 
 BLOCK = 4096  # bytes: a multiple of every common disk sector and file-system block size
 
@@ -70,3 +78,57 @@ class RawWriter:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class Scratch:
+    """A growing page-aligned buffer that arrays are assembled in before :class:`RawWriter` writes them: reused,
+    so its pages are not faulted in (and zeroed) anew for every shard. One per writing thread."""
+
+    def __init__(self) -> None:
+        self._bytes = host_zeros((0,), np.uint8)
+
+    def array(self, shape: Sequence[int], dtype: str | np.dtype) -> np.ndarray:
+        """An uninitialised array over the buffer (block-aligned), valid until the next call."""
+        nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+        if self._bytes.size < nbytes:  # with room for somewhat larger shards
+            self._bytes = host_zeros((nbytes + nbytes // 4,), np.uint8, populate=True)
+        return self._bytes[:nbytes].view(dtype).reshape(shape)
+
+
+def raw_data_creation() -> h5py.h5p.PropDCID:
+    """Dataset creation properties for raw data we write ourselves: allocated at creation, never filled by HDF5
+    (and no timestamps, as h5py's default)."""
+    creation = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    creation.set_obj_track_times(False)
+    creation.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
+    creation.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
+    return creation
+
+
+def allocate_dataset(
+    group: h5py.h5g.GroupID,
+    name: str,
+    shape: Sequence[int],
+    file_type: h5py.h5t.TypeID,
+    creation: h5py.h5p.PropDCID,
+    space: h5py.h5s.SpaceID | None = None,
+) -> int | None:
+    """Create dataset ``name`` of ``file_type`` (``h5py.h5t.py_create(dtype)``) with ``creation``
+    (:func:`raw_data_creation`) -> the file offset of its raw data, to be written with :class:`RawWriter` (None
+    when it is empty). ``space``: the dataspace of ``shape``, if the caller keeps one."""
+    space = space or h5py.h5s.create_simple(tuple(shape))
+    dataset = h5py.h5d.create(group, name.encode(), file_type, space, dcpl=creation)
+    return dataset.get_offset() if math.prod(shape) else None
+
+
+def drop_cached(path: str) -> None:
+    """Let the kernel drop the pages of ``path`` (fsync'd, so clean) from the page cache: output streamed to disk
+    is not read back, and the next writes recycle those pages, much cheaper than taking fresh ones. (Most values
+    never enter the page cache: this is for HDF5's metadata, and for file systems without ``O_DIRECT``.)"""
+    if not hasattr(os, "posix_fadvise"):  # macOS
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)

@@ -2,7 +2,7 @@
 
 The work goes into ``OUTPUT.partial/``: ``manifest.json`` (what the run is) and committed shards, each committed
 by an atomic rename: shard files, or for hdf5 output records of where the shard's lines lie in the file being
-assembled (see :mod:`elmo_keras.corpus.store`). Each shard is committed as soon as it is computed, so a killed run
+assembled (see :mod:`elmo_keras.corpus.layout`). Each shard is committed as soon as it is computed, so a killed run
 (SIGKILL, SIGTERM, Ctrl-C) loses at most the two shards in progress and resumes from the committed ones when the
 same command is run again, as does a run stopped by a full disk or a file-size limit; a run whose input, model or
 settings differ stops and says what differs. An OUTPUT that is or holds the input is refused. At the end the
@@ -30,7 +30,9 @@ from typing import BinaryIO, Protocol
 import keras
 import numpy as np
 
-from elmo_keras.corpus import store
+from elmo_keras.corpus import layout
+from elmo_keras.corpus.assembly import Assembly, make_assembly
+from elmo_keras.corpus.direct_io import Scratch
 from elmo_keras.corpus.lines import InputScan, decode_line, read_lines, scan_input
 from elmo_keras.errors import InputError
 from elmo_keras.text import tokenize
@@ -66,9 +68,9 @@ class EmbedSettings:
 
     def __post_init__(self):
         for name, value, choices in (
-            ("layers", self.layers, store.LAYER_CHOICES),
+            ("layers", self.layers, layout.LAYER_CHOICES),
             ("format", self.output_format, OUTPUT_FORMATS),
-            ("storage dtype", self.storage_dtype, store.STORAGE_DTYPES),
+            ("storage dtype", self.storage_dtype, layout.STORAGE_DTYPES),
         ):
             if value not in choices:
                 raise InputError(f"{name} must be one of {'|'.join(choices)}, got {value!r}")
@@ -96,8 +98,8 @@ def partial_path(output_path: str) -> str:
 def _remove_finished_leftover(output_path: str) -> None:
     """A run killed between publishing OUTPUT and deleting its run folder leaves a finished folder: drop it."""
     folder = partial_path(output_path)
-    if os.path.exists(output_path) and os.path.isfile(os.path.join(folder, store.MANIFEST)):
-        if store.read_manifest(folder).get("complete"):
+    if os.path.exists(output_path) and os.path.isfile(os.path.join(folder, layout.MANIFEST)):
+        if layout.read_manifest(folder).get("complete"):
             shutil.rmtree(folder)
 
 
@@ -159,8 +161,8 @@ def check_paths(
 
 def new_manifest(scan: InputScan, model: dict, settings: EmbedSettings) -> dict:
     return {
-        "format": store.FORMAT_NAME,
-        "version": store.FORMAT_VERSION,
+        "format": layout.FORMAT_NAME,
+        "version": layout.FORMAT_VERSION,
         "complete": False,
         "input": scan.identity(),
         "model": model,
@@ -177,7 +179,7 @@ def open_run(folder: str, manifest: dict, restart: bool) -> Iterator[dict]:
     """Create or reopen the run folder ``folder`` (locked against a second run) and yield its manifest."""
     if restart and os.path.lexists(folder):
         shutil.rmtree(folder) if os.path.isdir(folder) else os.remove(folder)
-    if os.path.lexists(folder) and not os.path.exists(os.path.join(folder, store.MANIFEST)):
+    if os.path.lexists(folder) and not os.path.exists(os.path.join(folder, layout.MANIFEST)):
         raise InputError(
             f"{folder} is not a resumable run (left by an older elmo-keras, or not ours): remove "
             f"it, or pass --restart to discard it"
@@ -188,9 +190,9 @@ def open_run(folder: str, manifest: dict, restart: bool) -> Iterator[dict]:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise InputError(f"another embed run is writing {folder}; wait for it to finish") from None
-        if os.path.exists(os.path.join(folder, store.MANIFEST)):
-            old = store.read_manifest(folder)
-            differences = store.manifest_differences(old, manifest)
+        if os.path.exists(os.path.join(folder, layout.MANIFEST)):
+            old = layout.read_manifest(folder)
+            differences = layout.manifest_differences(old, manifest)
             if differences:
                 raise InputError(
                     f"{folder} holds an interrupted run that differs from this one in "
@@ -198,7 +200,7 @@ def open_run(folder: str, manifest: dict, restart: bool) -> Iterator[dict]:
                     f"resume it, or pass --restart to discard it and start over"
                 )
         else:
-            write_json(os.path.join(folder, store.MANIFEST), manifest)
+            write_json(os.path.join(folder, layout.MANIFEST), manifest)
         remove_stale_temporaries(folder)
         yield manifest
 
@@ -209,7 +211,7 @@ def embed_shard(embedder: Embedder, scan: InputScan, stream: BinaryIO, shard: in
     first, count = scan.shard_range(shard)
     stream.seek(scan.shard_starts[shard])
     token_lists = [tokenize(line) for line in read_lines(stream, scan.path, first, count)]
-    return [store.reduce_layers(array, layers) for array in embedder.embed_sentences(token_lists)]
+    return [layout.reduce_layers(array, layers) for array in embedder.embed_sentences(token_lists)]
 
 
 class _StopRequest:
@@ -279,7 +281,7 @@ def committed_shards(folder: str, scan: InputScan) -> list[int]:
     is deleted."""
     done = []
     for shard in range(scan.shards):
-        for name, complete in store.committed_forms():
+        for name, complete in layout.committed_forms():
             path = os.path.join(folder, name(shard))
             if os.path.exists(path):
                 if complete(path, scan.shard_range(shard)[1]):
@@ -292,16 +294,16 @@ def committed_shards(folder: str, scan: InputScan) -> list[int]:
 def _written(folder: str, shards: Iterable[int]) -> list[int]:
     """Those of ``shards`` that are committed (a shard file or record that exists is complete: it was renamed
     into place)."""
-    return [k for k in shards if store.is_committed(folder, k)]
+    return [k for k in shards if layout.is_committed(folder, k)]
 
 
-def _committer(folder: str, manifest: dict, assembly: store.Assembly | None) -> Commit:
+def _committer(folder: str, manifest: dict, assembly: Assembly | None) -> Commit:
     """How a shard computed in this process is committed (in the runner's writer thread): by the assembly, or
     (``shards`` output) as a shard file."""
-    scratch = store.Scratch()  # the writer thread's
+    scratch = Scratch()  # the writer thread's
     if assembly is not None:
         return lambda shard, arrays: assembly.commit(shard, arrays, scratch)
-    return lambda shard, arrays: store.commit_shard_file(
+    return lambda shard, arrays: layout.commit_shard_file(
         folder, shard, arrays, manifest["shard_lines"], manifest["storage_dtype"], scratch
     )
 
@@ -315,17 +317,17 @@ def _sentence_to_index(path: str) -> dict[str, list[int]]:
     return index
 
 
-def _finish(folder: str, manifest: dict, output_path: str, assembly: store.Assembly | None) -> None:
+def _finish(folder: str, manifest: dict, output_path: str, assembly: Assembly | None) -> None:
     """Turn the completed run folder into OUTPUT (replacing an existing one only now)."""
     manifest = {**manifest, "complete": True}
     if assembly is None:  # shards: the run folder is the output
-        write_json(os.path.join(folder, store.MANIFEST), manifest)
+        write_json(os.path.join(folder, layout.MANIFEST), manifest)
         os.remove(os.path.join(folder, LOCK))
         publish(folder, output_path)
         return
     assembly.add_committed()
     built = assembly.finish(_sentence_to_index(manifest["input"]["path"]))
-    write_json(os.path.join(folder, store.MANIFEST), manifest)
+    write_json(os.path.join(folder, layout.MANIFEST), manifest)
     publish(built, output_path)
     shutil.rmtree(folder)
 
@@ -406,7 +408,7 @@ def embed_file(
         if reused:
             print(f"resuming {folder}: {reused} of {scan.lines} lines already embedded", file=sys.stderr)
         todo = sorted(set(range(scan.shards)) - set(done))
-        assembly = store.make_assembly(folder, manifest)
+        assembly = make_assembly(folder, manifest)
         try:
             (runner or local_runner(embedder, progress))(
                 scan, folder, todo, manifest, _committer(folder, manifest, assembly)

@@ -88,11 +88,23 @@ class ModelWeights:
 
     def bilm_arguments(self, boundaries: str | None = None) -> dict:
         """The ``BiLM`` keyword arguments the source decides: ``add_sentence_boundaries`` for a TF Hub module
-        (see :meth:`HubWeights.sentence_boundaries`); none for released files (the ``BiLM`` default stands)."""
+        (see :meth:`HubWeights.sentence_boundaries`); none for released files (the ``BiLM`` default stands).
+
+        Args:
+            boundaries: TF Hub modules only: `"none"`, `"add"` or `None` (see ``BiLM.from_hub``). Defaults to
+                `None`.
+
+        Returns:
+            A dict of ``BiLM`` keyword arguments, empty for released files.
+        """
         return {} if self.module is None else {"add_sentence_boundaries": self.module.sentence_boundaries(boundaries)}
 
     def init_mixes(self, mixes) -> None:
-        """Start built trainable ScalarMixes from a TF Hub module's aggregation; released files have none."""
+        """Start built trainable ScalarMixes from a TF Hub module's aggregation; released files have none.
+
+        Args:
+            mixes: the built :class:`~elmo_keras.layers.ScalarMix` layers (e.g. ``Elmo.mixes``).
+        """
         if self.module is not None:
             self.module.init_mixes(mixes)
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable, Mapping
 
@@ -12,15 +13,14 @@ import tensorflow as tf
 from keras import ops
 
 from elmo_keras.errors import InputError
-from elmo_keras.io.hub_module import read_hub_module
-from elmo_keras.io.options import encoder_options, load_options, normalize_options
-from elmo_keras.io.weights import get_weight_arrays, iter_weights_hdf5, set_weight_arrays
+from elmo_keras.io.load import ModelWeights, resolve
+from elmo_keras.io.options import encoder_options, normalize_options
+from elmo_keras.io.weights import get_weight_arrays, set_weight_arrays
 from elmo_keras.layers.char_cnn import CharCNN
 from elmo_keras.layers.gated_cnn import BiGatedCNN
 from elmo_keras.layers.initializers import weights_loaded_next
 from elmo_keras.layers.lstm import ProjectedBiLSTM, prefix_lengths
 from elmo_keras.layers.transformer import BiTransformer
-from elmo_keras.presets import preset_files
 from elmo_keras.saving import serializable
 from elmo_keras.text import boundary_char_ids, check_char_ids
 
@@ -43,6 +43,9 @@ class BiLM(keras.layers.Layer):
         add_sentence_boundaries: bool, wrap each sentence in ``<S>``/``</S>`` (run through the encoder, then
             stripped), as the original does; `False` runs on the tokens alone (TF Hub's module, LM training on
             inputs that hold the boundary rows). Defaults to `True`.
+        fast_inference: `"auto"`, `True` or `False`: `ProjectedBiLSTM`'s choice of the frozen-inference fast path
+            (`"auto"`: when frozen; the same numbers). LSTM encoders only (the others have one path, and ignore
+            it). Not saved in the config. Defaults to `"auto"`.
         **kwargs: base layer keyword arguments, such as `name`, `dtype` and `trainable` (the classmethods
             ``from_pretrained`` / ``from_hub`` / ``from_preset`` build it frozen).
 
@@ -75,6 +78,7 @@ class BiLM(keras.layers.Layer):
         stateful: bool = False,
         max_batch_size: int = 128,
         add_sentence_boundaries: bool = True,
+        fast_inference: str | bool = "auto",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -104,7 +108,8 @@ class BiLM(keras.layers.Layer):
             dtype=self.dtype_policy,
         )
         # Tracked under its type's name, so an LSTM's weights stay at ".../lstm" in .keras files.
-        setattr(self, self.encoder_type, _make_encoder(self.encoder_type, settings, dtype=self.dtype_policy))
+        encoder = _make_encoder(self.encoder_type, settings, fast_inference, dtype=self.dtype_policy)
+        setattr(self, self.encoder_type, encoder)
 
     @property
     def encoder(self) -> keras.layers.Layer:
@@ -125,8 +130,18 @@ class BiLM(keras.layers.Layer):
         trainable: bool = False,
         **kwargs,
     ) -> "BiLM":
-        """Build from an options dict and {released dataset name: array} (or such pairs, e.g. streamed from a
-        file by :func:`~elmo_keras.io.weights.iter_weights_hdf5`); frozen by default."""
+        """Build from an options dict and weight arrays in the released layout.
+
+        Args:
+            options: the options dict.
+            arrays: {released dataset name: array}, or such pairs (e.g. streamed from a file by
+                :func:`~elmo_keras.io.weights.iter_weights_hdf5`).
+            trainable: bool, fine-tune the biLM. Defaults to `False`.
+            **kwargs: arguments of ``BiLM``.
+
+        Returns:
+            A built ``BiLM`` holding the weights.
+        """
         bilm = cls(options, trainable=trainable, **kwargs)
         with weights_loaded_next():  # no random initial values to overwrite (about 300 MB less at the peak)
             bilm.build()
@@ -137,10 +152,18 @@ class BiLM(keras.layers.Layer):
     def from_pretrained(
         cls, options_file: dict | str | os.PathLike, weight_file: str | os.PathLike, trainable: bool = False, **kwargs
     ) -> "BiLM":
-        """Build from an options.json (path or dict) and a released-layout hdf5 weight file (frozen by default)."""
-        options = load_options(options_file)
-        # one array in memory at a time: the peak is the variables plus the largest array
-        return cls.from_weights(options, iter_weights_hdf5(weight_file, options), trainable=trainable, **kwargs)
+        """Build from an options.json (path or dict) and a released-layout hdf5 weight file.
+
+        Args:
+            options_file: the options, as a path, an http(s) URL or a dict.
+            weight_file: the released-layout hdf5 weights, as a path or an http(s) URL.
+            trainable: bool, fine-tune the biLM. Defaults to `False`.
+            **kwargs: arguments of ``BiLM``.
+
+        Returns:
+            A built ``BiLM`` holding the weights.
+        """
+        return cls.from_model_weights(resolve(options_file, weight_file).read(), trainable=trainable, **kwargs)
 
     @classmethod
     def from_hub(
@@ -151,26 +174,55 @@ class BiLM(keras.layers.Layer):
         trainable: bool = False,
         **kwargs,
     ) -> "BiLM":
-        """Build from a local TF Hub ELMo module (TF1, or written by ``export_hub_module``); frozen by default.
+        """Build from a local TF Hub ELMo module (TF1, or written by ``export_hub_module``).
 
-        ``boundaries``: "none" (tokens alone, as TF Hub's module runs), "add" (``<S>``/``</S>``), or None:
-        what the module records, else "none". ``use_skip_connections``: see
-        :func:`elmo_keras.io.hub_module.read_hub_module`.
+        Args:
+            path: the module's folder.
+            boundaries: `"none"` (tokens alone, as TF Hub's module runs), `"add"` (``<S>``/``</S>``), or `None`:
+                what the module records, else `"none"`. Defaults to `None`.
+            use_skip_connections: see :func:`elmo_keras.io.hub_module.read_hub_module`. Defaults to `None`.
+            trainable: bool, fine-tune the biLM. Defaults to `False`.
+            **kwargs: arguments of ``BiLM``.
+
+        Returns:
+            A built ``BiLM`` holding the module's weights.
         """
-        module = read_hub_module(path, use_skip_connections)
-        return cls.from_weights(
-            module.options,
-            module.arrays,
-            trainable=trainable,
-            add_sentence_boundaries=module.sentence_boundaries(boundaries),
-            **kwargs,
-        )
+        weights = resolve(path, hub=True).read(use_skip_connections)
+        return cls.from_model_weights(weights, boundaries, trainable=trainable, **kwargs)
 
     @classmethod
     def from_preset(cls, name: str | os.PathLike, trainable: bool = False, **kwargs) -> "BiLM":
-        """A shipped preset (e.g. ``"brown-small"``, see ``elmo_keras.presets``) or a pretraining output folder."""
-        files = preset_files(name)
-        return cls.from_pretrained(files["options"], files["weights"], trainable=trainable, **kwargs)
+        """Build from a preset: shipped (e.g. ``"brown-small"``, see ``elmo_keras.presets``) or published, or a
+        pretraining output folder; any source :func:`elmo_keras.io.load.resolve` takes.
+
+        Args:
+            name: the preset's name, or a folder (or a folder's URL) with options.json and weights.hdf5.
+            trainable: bool, fine-tune the biLM. Defaults to `False`.
+            **kwargs: arguments of ``BiLM``, such as ``stateful`` or ``dtype``.
+
+        Returns:
+            A built ``BiLM`` holding the weights.
+        """
+        return cls.from_model_weights(resolve(name).read(), trainable=trainable, **kwargs)
+
+    @classmethod
+    def from_model_weights(
+        cls, weights: ModelWeights, boundaries: str | None = None, trainable: bool = False, **kwargs
+    ) -> "BiLM":
+        """Build from what the loader read (:meth:`elmo_keras.io.load.ModelFiles.read`); every ``from_*`` ends here.
+
+        Args:
+            weights: a :class:`~elmo_keras.io.load.ModelWeights`.
+            boundaries: TF Hub modules only: see :meth:`from_hub`.
+            trainable: bool, fine-tune the biLM. Defaults to `False`.
+            **kwargs: passed to ``BiLM``.
+
+        Returns:
+            A built ``BiLM`` holding the weights.
+        """
+        return cls.from_weights(
+            weights.options, weights.arrays, trainable=trainable, **weights.bilm_arguments(boundaries), **kwargs
+        )
 
     def __call__(self, inputs, *args, **kwargs):
         check_concrete_inputs(inputs, self.options["char_cnn"]["n_characters"])  # eager calls: a clear InputError
@@ -194,11 +246,33 @@ class BiLM(keras.layers.Layer):
 
     # -- weights in the released layout (the name map is weights.variable_map) ---------------------------
     def get_weight_arrays(self) -> dict[str, np.ndarray]:
-        """All weights as {hdf5 dataset name: float32 array in the released shape}."""
+        """All weights in the released layout.
+
+        Returns:
+            {hdf5 dataset name: float32 array in the released shape}.
+        """
         return get_weight_arrays(self)
 
     def set_weight_arrays(self, arrays: dict[str, np.ndarray]) -> None:
-        """Assign weights from {hdf5 dataset name: array} (shapes as in the released files)."""
+        """Assign weights from arrays in the released layout.
+
+        Args:
+            arrays: {hdf5 dataset name: array}, shapes as in the released files.
+
+        Example:
+
+        ```python
+        import numpy as np
+        import elmo_keras as ek
+
+        bilm = ek.BiLM.from_preset("brown-small")
+        twin = ek.BiLM(bilm.options)
+        twin.build()
+        twin.set_weight_arrays(bilm.get_weight_arrays())
+        ids = ek.batch_to_ids([["The", "bank", "."]])
+        np.testing.assert_allclose(twin(ids)["layers"][2], bilm(ids)["layers"][2], atol=1e-5)
+        ```
+        """
         set_weight_arrays(self, arrays)
 
     # -- computation -------------------------------------------------------------------------------------
@@ -223,14 +297,18 @@ class BiLM(keras.layers.Layer):
         """The char-CNN vectors of <S> and </S>: [2, P] (what :meth:`call` adds around each sentence)."""
         return self.char_cnn(ops.convert_to_tensor(boundary_char_ids(self.max_characters_per_token)))
 
-    def call(self, inputs, boundary_embeddings=None, step_weights=None, trim_padding: bool = False):
-        """``boundary_embeddings``: optional [2, P] char-CNN vectors of <S> and </S> (computed once by a caller
-        that runs the biLM many times, e.g. ElmoEmbedder); by default they are computed in every call.
-        ``step_weights``: optional ``bilm.lstm.transposed_step_weights()``, likewise (LSTM encoder only).
+    def call(self, inputs):
+        return self._call(inputs)
+
+    def _call(self, inputs, boundary_embeddings=None, step_weights=None, trim_padding: bool = False):
+        """:meth:`call`, with what a caller that runs a frozen biLM many times computes once (``ElmoEmbedder``,
+        which calls this on a built layer, inside its own ``tf.function``). All speed-only, the same numbers.
+
+        ``boundary_embeddings``: optional [2, P] char-CNN vectors of <S> and </S> (:meth:`boundary_embeddings`);
+        by default they are computed in every call. ``step_weights``: optional, a snapshot of the LSTM's weights
+        in the transposed layout (``lstm_inference.transposed_step_weights``), run on the LSTM's fast path.
         ``trim_padding``: the char CNN's (:class:`CharCNN`), for char-id inputs: same results to float32
         rounding, fewer operations, shapes that depend on the data (not for XLA)."""
-        if step_weights is not None and self.encoder_type != "lstm":
-            raise ValueError(f"step_weights are for the LSTM encoder, this biLM has a {self.encoder_type}")
         if isinstance(inputs, (tuple, list)):  # (token vectors [B, T, P], mask [B, T]): e.g. from a token cache
             return self._contextualize(*inputs, boundary_embeddings=boundary_embeddings, step_weights=step_weights)
         char_ids = check_char_ids(inputs, self.max_characters_per_token, self.options["char_cnn"]["n_characters"])
@@ -277,8 +355,10 @@ class BiLM(keras.layers.Layer):
         """Run the encoder stacks; LSTMs from (and, when stateful, into) the carried state."""
         if self.encoder_type != "lstm":
             return self.encoder(inputs, mask)
+        # a transposed snapshot goes by the LSTM's inference path (see `_call`)
+        lstm = self.lstm if step_weights is None else functools.partial(self.lstm._call, step_weights=step_weights)
         if not self.stateful:
-            return self.lstm(inputs, mask, step_weights=step_weights, return_final_state=False)[0]
+            return lstm(inputs, mask, return_final_state=False)[0]
         batch = ops.shape(inputs)[0]
         tf.debugging.assert_less_equal(
             batch,
@@ -286,7 +366,7 @@ class BiLM(keras.layers.Layer):
             message=f"elmo_keras: stateful BiLM got more rows than max_batch_size={self.max_batch_size}",
         )
         initial_state = [(c[:, :batch], h[:, :batch]) for c, h in self.state_vars]
-        outputs, final_state = self.lstm(inputs, mask, initial_state=initial_state, step_weights=step_weights)
+        outputs, final_state = lstm(inputs, mask, initial_state=initial_state)
         for (c_var, h_var), (c, h) in zip(self.state_vars, final_state):
             c_var.assign(ops.concatenate([ops.cast(c, c_var.dtype), c_var[:, batch:]], axis=1))
             h_var.assign(ops.concatenate([ops.cast(h, h_var.dtype), h_var[:, batch:]], axis=1))
@@ -321,10 +401,14 @@ def check_concrete_inputs(inputs, n_characters: int) -> None:
     """Eagerly, on concrete values: raise InputError, naming the row and token, for what the in-graph assertions of
     :meth:`BiLM.call` would reject: char ids outside ``[0, n_characters)``, or padding before a real token.
 
-    ``inputs``: padded tokens string [B, T] ("" = padding), char ids int [B, T, C], or a (token vectors, mask
-    bool [B, T]) pair, as NumPy arrays or eager tensors; other inputs (sentences [B], other dtypes or ranks) are
-    left to the layer's own errors. Inside a graph (tf.function, ``model.fit``) or on symbolic inputs it does
-    nothing: the graph keeps its assertions and pays nothing for this check.
+    Inside a graph (tf.function, ``model.fit``) or on symbolic inputs it does nothing: the graph keeps its
+    assertions and pays nothing for this check.
+
+    Args:
+        inputs: padded tokens string [B, T] ("" = padding), char ids int [B, T, C], or a (token vectors, mask
+            bool [B, T]) pair, as NumPy arrays or eager tensors; other inputs (sentences [B], other dtypes or
+            ranks) are left to the layer's own errors.
+        n_characters: int, the char vocabulary size: ids must be in ``[0, n_characters)``.
     """
     pair = isinstance(inputs, (tuple, list)) and len(inputs) == 2
     values = inputs[1] if pair else inputs
@@ -358,8 +442,9 @@ def check_concrete_inputs(inputs, n_characters: int) -> None:
         )
 
 
-def _make_encoder(kind: str, settings: dict, **kwargs) -> keras.layers.Layer:
-    """The encoder layer of type ``kind`` from its normalised settings (see :mod:`elmo_keras.io.options`)."""
+def _make_encoder(kind: str, settings: dict, fast_inference: str | bool, **kwargs) -> keras.layers.Layer:
+    """The encoder layer of type ``kind`` from its normalised settings (see :mod:`elmo_keras.io.options`);
+    ``fast_inference``: the LSTM's."""
     p, n = settings["projection_dim"], settings["n_layers"]
     if kind == "transformer":
         return BiTransformer(
@@ -389,6 +474,7 @@ def _make_encoder(kind: str, settings: dict, **kwargs) -> keras.layers.Layer:
         cell_clip=settings["cell_clip"],
         proj_clip=settings["proj_clip"],
         use_skip_connections=settings["use_skip_connections"],
+        fast_inference=fast_inference,
         name=kind,
         **kwargs,
     )

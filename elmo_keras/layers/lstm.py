@@ -1,61 +1,38 @@
 """Forward and backward stacks of projected LSTMs (bilm-tf's ``LSTMCell(num_proj=...)``), run in one loop.
 
-Cell (TF gate order i, j, f, o; forget bias +1)::
-
-    [i, j, f, o] = [x_t, h_{t-1}] W + b
-    c_t = clip(sigmoid(f + 1) * c_{t-1} + sigmoid(i) * tanh(j), cell_clip)
-    h_t = clip((sigmoid(o) * tanh(c_t)) W_P, proj_clip)
-
+The equations are :class:`~elmo_keras.layers.lstm_cell.ProjectedLSTMCell`; this module runs them over sequences.
 Both directions are processed together: the backward stack reads each row reversed within its own length
 (``tf.reverse_sequence``), so in both directions a row's real steps come first and its padding after. The
 steps therefore need no masking: a row's padded steps come after everything its outputs depend on, and
 their outputs are zeroed once per layer after the loop. Only a caller that wants the final state (a stateful
 biLM) gets per-step masking, which holds each row's state after its last real step. The input-to-gate
-products of many steps are one matmul per direction (all steps when trainable; when frozen, as many steps as
-fill ``GEMM_ROWS`` rows, at least one (:func:`chunk_steps`), which bounds inference memory and keeps each GEMM
-below a slow shape of TensorFlow's CPU GEMM); only h_{t-1} W_h and the projection stay in the per-step loop,
-as one plain GEMM per direction (each in its fast 2-D shape, independent, so the executor's inter-op threads
-can run the two directions side by side). A caller that runs a frozen LSTM many times can pass
-``step_weights`` (:meth:`transposed_step_weights`): the same per-step weights stored transposed, [4D, P] and
-[P, D] (optionally the input-to-gate kernel too), on which bfloat16 GEMMs with few rows run about twice as
-fast (see :func:`transposed_layout_pays`). The loops are ``tf.while_loop`` s (TensorFlow backend).
+products of all steps are one matmul per direction; only h_{t-1} W_h and the projection stay in the per-step
+loop. A frozen layer takes the fast path of :mod:`elmo_keras.layers.lstm_inference` instead (``fast_inference``).
 """
 
 from __future__ import annotations
 
 import keras
-import numpy as np
 import tensorflow as tf
 from keras import ops
 
+from elmo_keras.layers import lstm_inference
 from elmo_keras.layers.initializers import initializer
+from elmo_keras.layers.lstm_cell import ProjectedLSTMCell, StepWeights, run_steps
 from elmo_keras.saving import serializable
 from elmo_keras.utils.deprecation import renamed_arguments
 
-#: rows (steps x batch) of a frozen LSTM's input-to-gate GEMMs: TensorFlow's CPU GEMM runs a product with
-#: many more columns than rows at about half speed from 128 rows on 2 threads (Eigen then shards the rows)
-GEMM_ROWS = 96
-#: W_h size (bytes) from which the per-step GEMMs are faster on transposed weights, in bfloat16 (measured)
-TRANSPOSED_FROM_BYTES = 8 << 20
-
-
-def transposed_layout_pays(dim: int, projection_dim: int, dtype: str) -> bool:
-    """Whether the per-step GEMMs of an LSTM of this size and compute dtype run faster on transposed weights.
-
-    Measured on a 2-core Xeon (AMX), rig protocol, alternating runs: in bfloat16 a GEMM on the released
-    [P, 4D] layout with few rows runs at half the speed of the same product on the transposed [4D, P] one
-    (original size: a 10-token sentence 75 -> 52 ms, batch 64 +12% tokens/s); in float32 the two layouts
-    were equally fast (906-990 vs 903-1018 tokens/s) and the copy costs 168 MB, and on the small size (1 MB
-    in bfloat16) the transposed layout was slower. Hence: bfloat16 and W_h of at least 8 MiB.
-    """
-    return (
-        keras.backend.standardize_dtype(dtype) == "bfloat16"
-        and projection_dim * 4 * dim * np.dtype(dtype).itemsize >= TRANSPOSED_FROM_BYTES
-    )
-
 
 def prefix_lengths(mask, message: str):
-    """Bool mask [B, T] -> each row's count of True [B] (int32), asserting (``message``) that they come first."""
+    """Each row's count of True, asserting that they come first.
+
+    Args:
+        mask: bool tensor `[B, T]`.
+        message: str, the assertion's message.
+
+    Returns:
+        int32 tensor `[B]`.
+    """
     lengths = ops.sum(ops.cast(mask, "int32"), axis=1)
     tf.debugging.assert_equal(mask, tf.sequence_mask(lengths, ops.shape(mask)[1]), message=message)
     return lengths
@@ -66,15 +43,15 @@ def _reverse_rows(x, lengths):
     return tf.reverse_sequence(x, lengths, seq_axis=0, batch_axis=1)
 
 
-def chunk_steps(batch):
-    """Steps whose input-to-gate products a frozen LSTM computes in one GEMM per direction: as many as keep it
-    within GEMM_ROWS rows, at least one (``batch``: int or scalar tensor)."""
-    return tf.maximum(1, GEMM_ROWS // tf.maximum(batch, 1))
-
-
-def _step_product(x, w, transposed: bool):
-    """x [B, K] times a per-step weight: ``w`` [K, N], or ``transposed`` [N, K] (then W^T x^T, turned back)."""
-    return tf.transpose(tf.matmul(w, x, transpose_b=True)) if transposed else tf.matmul(x, w)
+def _run_all_steps(cell: ProjectedLSTMCell, weights, xs, mask, hold_state: bool, c, h, out_tas):
+    """The plain loop: the input-to-gate products of all steps at once, read from a TensorArray (whose gradient is
+    per step), for a trainable layer. Arguments and result as in ``lstm_inference.run_chunked``."""
+    steps = tf.shape(xs[0])[0]
+    gate_reads = [
+        tf.TensorArray(g.dtype, size=steps).unstack(g).read
+        for g in (cell.input_gates(x, w) for x, w in zip(xs, weights))
+    ]
+    return run_steps(cell, weights, gate_reads, mask, hold_state, 0, steps, c, h, out_tas)
 
 
 @serializable
@@ -90,6 +67,11 @@ class ProjectedBiLSTM(keras.layers.Layer):
         proj_clip: float, clip the projected output likewise; `None` for no clipping. Defaults to `None`.
         use_skip_connections: bool, layers after the first add their input to their output. Defaults to
             `False`.
+        fast_inference: `"auto"`, `True` or `False`, like Keras' `LSTM(use_cudnn=...)`: `"auto"` runs a frozen
+            layer (`trainable=False`) on the fast path of `elmo_keras.layers.lstm_inference` (input-to-gate
+            products a few steps at a time: less memory, faster GEMMs) and a trainable one on the plain loop;
+            `True` always takes the fast path (a trainable layer is then an error), `False` never. The same
+            numbers either way. Not saved in the config (a runtime choice). Defaults to `"auto"`.
         **kwargs: base layer keyword arguments, such as `name` and `dtype`.
 
     Deprecated argument name: `n_layers` (use `num_layers`).
@@ -102,9 +84,6 @@ class ProjectedBiLSTM(keras.layers.Layer):
             (`zero_state`).
         return_final_state: bool, compute the final state (each row's state after its last real step, which
             costs masking every step). `False` returns `None` in its place, faster. Defaults to `True`.
-        step_weights: optional, from `transposed_step_weights()`: the recurrent and projection weights (and
-            optionally the input-to-gate kernel) in the transposed layout, used instead of the variables' (a
-            snapshot: for a frozen LSTM). Same numbers.
 
     Returns:
         A pair `(outputs, final_state)`: `outputs` is a list of `num_layers` float tensors
@@ -136,15 +115,20 @@ class ProjectedBiLSTM(keras.layers.Layer):
         cell_clip: float | None = None,
         proj_clip: float | None = None,
         use_skip_connections: bool = False,
+        fast_inference: str | bool = "auto",
         **kwargs,
     ):
         super().__init__(**kwargs)
+        if not (fast_inference == "auto" or isinstance(fast_inference, bool)):
+            raise ValueError(f"fast_inference must be 'auto', True or False, got {fast_inference!r}")
         self.num_layers = num_layers
         self.dim = dim
         self.projection_dim = projection_dim
         self.cell_clip = cell_clip
         self.proj_clip = proj_clip
         self.use_skip_connections = use_skip_connections
+        self.fast_inference = fast_inference
+        self.cell = ProjectedLSTMCell(cell_clip, proj_clip)
 
     def build(self, input_shape=None):
         p, d = self.projection_dim, self.dim
@@ -159,8 +143,25 @@ class ProjectedBiLSTM(keras.layers.Layer):
                 self.add_weight(name=f"projection_{k}", shape=(2, d, p), initializer=initializer("glorot_uniform"))
             )
 
+    @property
+    def fast_path(self) -> bool:
+        """Whether :meth:`call` takes the fast path now: ``fast_inference`` (``"auto"``: when frozen)."""
+        if self.fast_inference is True and self.trainable:
+            raise ValueError(
+                "fast_inference=True is for a frozen ProjectedBiLSTM (its input-to-gate products are read by "
+                "indexing, whose gradient is dense over all steps): set trainable=False, or use 'auto'"
+            )
+        return self.fast_inference is True or (self.fast_inference == "auto" and not self.trainable)
+
     def zero_state(self, batch_size) -> list:
-        """Zero initial state for ``batch_size`` rows: a list of (c [2, B, D], h [2, B, P])."""
+        """Zero initial state.
+
+        Args:
+            batch_size: int or int32 scalar tensor, the rows.
+
+        Returns:
+            A list with one `(c [2, batch_size, dim], h [2, batch_size, projection_dim])` pair per layer.
+        """
         return [
             (
                 ops.zeros((2, batch_size, self.dim), "float32"),
@@ -169,111 +170,24 @@ class ProjectedBiLSTM(keras.layers.Layer):
             for _ in range(self.num_layers)
         ]
 
-    @staticmethod
-    def _clip(x, limit: float | None):
-        """``x`` clipped to [-limit, limit]: one ClipByValue op (``tf.clip_by_value`` is two, minimum then
-        maximum, the same numbers; in the per-step loop every op counts)."""
-        if limit is None:
-            return x
-        return tf.raw_ops.ClipByValue(
-            t=x, clip_value_min=tf.constant(-limit, x.dtype), clip_value_max=tf.constant(limit, x.dtype)
-        )
-
-    def transposed_step_weights(self, input_kernel: bool = False) -> list:
-        """A snapshot of the per-step weights, transposed: per layer, per direction ``(W_x^T [4D, P] or None,
-        W_h^T [4D, P], W_P^T [P, D])`` in the compute dtype, for ``call(..., step_weights=...)``; W_x^T (the
-        input-to-gate kernel) only with ``input_kernel``. Taken now: made again after the weights change."""
-
-        def transposed(k, d):
-            w_x, w_h, _, w_p = self._direction_weights(k, d)
-            return tf.transpose(w_x) if input_kernel else None, tf.transpose(w_h), tf.transpose(w_p)
-
-        return [[transposed(k, d) for d in (0, 1)] for k in range(self.num_layers)]
-
-    def _direction_weights(self, k: int, direction: int):
-        """(W_x [P, 4D], W_h [P, 4D], b [4D], W_P [D, P]) of layer ``k``, one direction, in the compute dtype."""
+    def _direction_weights(self, k: int, direction: int) -> StepWeights:
+        """The :class:`StepWeights` (W_x [P, 4D], W_h [P, 4D], b [4D], W_P [D, P]) of layer ``k``, one direction, in
+        the compute dtype."""
         p, dtype = self.projection_dim, self.compute_dtype
         kernel = ops.cast(self.kernels[k][direction], dtype)
-        return (
+        return StepWeights(
             kernel[:p],
             kernel[p:],
             ops.cast(self.biases[k][direction], dtype),
             ops.cast(self.projections[k][direction], dtype),
         )
 
-    def _cell(self, gates, c, w_p, transposed: bool = False):
-        """Gates [B, 4D] (i, j, f, o), c [B, D] float32 -> (c_t, h_t): the element-wise math and projection
-        (``w_p`` [D, P], or [P, D] when ``transposed``). Matmuls run in the compute dtype (bfloat16 under mixed
-        precision); the cell state stays float32."""
-        i, j, f, o = tf.split(tf.cast(gates, tf.float32), 4, axis=-1)
-        c_new = self._clip(tf.sigmoid(f + 1.0) * c + tf.sigmoid(i) * tf.tanh(j), self.cell_clip)
-        m_new = tf.cast(tf.sigmoid(o) * tf.tanh(c_new), w_p.dtype)
-        return c_new, self._clip(_step_product(m_new, w_p, transposed), self.proj_clip)
+    def call(self, inputs, mask, initial_state=None, return_final_state: bool = True):
+        return self._call(inputs, mask, initial_state, return_final_state)
 
-    def _scan_layer(self, k, xs, mask, c, h, step_weights=None, hold_state: bool = True):
-        """Layer ``k``, both directions in one loop: xs: per direction [T, B, P] in processing order (each row's
-        real steps first); mask: [T, B, 1]; c, h: per direction [B, D] / [B, P]; step_weights: this layer's
-        transposed (W_x^T or None, W_h^T, W_P^T) per direction, or None; hold_state: keep each row's state from
-        its last real step on (for the final state; else padded steps update it freely, which no real output
-        depends on) -> (per direction h_seq [T, B, P], not zeroed at padded steps; (c, h)).
-
-        The input-to-gate products are one large GEMM per direction: over all steps when trainable (a
-        TensorArray of them, whose gradient is per step), else over ``chunk_steps(B)`` steps at a time (so a
-        long batch never holds [T, B, 4D] of them, and each GEMM has at most ``GEMM_ROWS`` rows, or B). Each
-        step then runs one recurrent and one projection GEMM per direction.
-        """
-        weights = [self._direction_weights(k, direction) for direction in (0, 1)]
-        transposed = step_weights is not None
-        if transposed:
-            weights = [
-                (w_x if w_x_t is None else w_x_t, w_h_t, b, w_p_t)
-                for (w_x, _, b, _), (w_x_t, w_h_t, w_p_t) in zip(weights, step_weights)
-            ]
-        # the input-to-gate kernel: [P, 4D] as released, or [4D, P] from the snapshot
-        input_product = "tbp,gp->tbg" if transposed and step_weights[0][0] is not None else "tbp,pg->tbg"
-        steps = tf.shape(xs[0])[0]
-        out_tas = [tf.TensorArray(h[0].dtype, size=steps) for _ in (0, 1)]
-
-        def input_gates(start, end):
-            return [tf.einsum(input_product, x[start:end], w_x) + b for x, (w_x, _, b, _) in zip(xs, weights)]
-
-        def run_steps(start, end, gate_reads, c, h, out_tas):
-            def body(t, c, h, out_tas):
-                new_c, new_h, new_out = [], [], []
-                for direction, (_, w_h, _, w_p) in enumerate(weights):
-                    gates = gate_reads[direction](t) + _step_product(h[direction], w_h, transposed)
-                    c_t, h_t = self._cell(gates, c[direction], w_p, transposed)
-                    if hold_state:
-                        c_t, h_t = tf.where(mask[t], c_t, c[direction]), tf.where(mask[t], h_t, h[direction])
-                    new_c.append(c_t)
-                    new_h.append(h_t)
-                    new_out.append(out_tas[direction].write(t, h_t))
-                return t + 1, new_c, new_h, new_out
-
-            return tf.while_loop(lambda t, *_: t < end, body, (start, c, h, out_tas))[1:]
-
-        if self.trainable:
-            gate_reads = [tf.TensorArray(g.dtype, size=steps).unstack(g).read for g in input_gates(0, steps)]
-            c, h, out_tas = run_steps(0, steps, gate_reads, list(c), list(h), out_tas)
-        else:
-            length = chunk_steps(tf.shape(xs[0])[1])
-
-            def chunk(start, c, h, out_tas):
-                end = tf.minimum(start + length, steps)
-                gates = input_gates(start, end)
-                reads = [lambda t, g=g: g[t - start] for g in gates]
-                return (end, *run_steps(start, end, reads, c, h, out_tas))
-
-            # parallel_iterations=1: one chunk at a time (otherwise the loop runs ahead and holds every chunk's gates)
-            _, c, h, out_tas = tf.while_loop(
-                lambda start, *_: start < steps, chunk, (0, list(c), list(h), out_tas), parallel_iterations=1
-            )
-        h_seqs = [ta.stack() for ta in out_tas]
-        for h_seq in h_seqs:
-            h_seq.set_shape([None, None, self.projection_dim])
-        return h_seqs, (c, h)
-
-    def call(self, inputs, mask, initial_state=None, step_weights=None, return_final_state: bool = True):
+    def _call(self, inputs, mask, initial_state=None, return_final_state: bool = True, step_weights=None):
+        """:meth:`call`, for ``BiLM``'s inference path: ``step_weights``, optional, a snapshot from
+        ``lstm_inference.transposed_step_weights`` (then the fast path on it, whatever ``fast_inference``)."""
         x = ops.transpose(inputs, (1, 0, 2))  # [T, B, P]
         mask = ops.cast(mask, "bool")
         lengths = prefix_lengths(  # each row read backwards from its own last step needs padding last
@@ -283,18 +197,20 @@ class ProjectedBiLSTM(keras.layers.Layer):
         xs = [x, _reverse_rows(x, lengths)]  # processing order of each direction: real steps first
         if initial_state is None:
             initial_state = self.zero_state(ops.shape(inputs)[0])
+        if step_weights is not None:  # BiLM's inference path: the fast path, on a transposed snapshot
+            cell, run = lstm_inference.TransposedLSTMCell(self.cell_clip, self.proj_clip), lstm_inference.run_chunked
+        else:
+            cell, run = self.cell, (lstm_inference.run_chunked if self.fast_path else _run_all_steps)
         outputs, final_state = [], []
         for k in range(self.num_layers):
             c0, h0 = initial_state[k]
-            h_seqs, (c, h) = self._scan_layer(
-                k,
-                xs,
-                m,
-                tf.unstack(ops.cast(c0, "float32"), 2),
-                tf.unstack(ops.cast(h0, self.compute_dtype), 2),
-                None if step_weights is None else step_weights[k],
-                return_final_state,
-            )
+            c, h = tf.unstack(ops.cast(c0, "float32"), 2), tf.unstack(ops.cast(h0, self.compute_dtype), 2)
+            out_tas = [tf.TensorArray(h[0].dtype, size=tf.shape(x)[0]) for _ in (0, 1)]
+            weights = [self._direction_weights(k, d) for d in (0, 1)] if step_weights is None else step_weights[k]
+            c, h, out_tas = run(cell, weights, xs, m, return_final_state, c, h, out_tas)
+            h_seqs = [ta.stack() for ta in out_tas]  # per direction [T, B, P], in processing order
+            for h_seq in h_seqs:
+                h_seq.set_shape([None, None, self.projection_dim])
             if self.use_skip_connections and k > 0:
                 h_seqs = [h_d + x_d for h_d, x_d in zip(h_seqs, xs)]
             h_seqs = [ops.where(m, h_d, ops.zeros_like(h_d)) for h_d in h_seqs]  # padded steps: zero, once

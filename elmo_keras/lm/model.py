@@ -23,7 +23,25 @@ SOFTMAX_W, SOFTMAX_B = "softmax/W", "softmax/b"  # names in bilm-tf checkpoints 
 
 @serializable
 class Perplexity(keras.metrics.Metric):
-    """exp(total negative log-likelihood / number of predicted tokens), summed over replicas."""
+    """exp(total negative log-likelihood / number of predicted tokens), summed over replicas.
+
+    ``update_state(nll_sum, count)`` adds a summed negative log-likelihood and its token count.
+
+    Args:
+        name: str, the metric's name. Defaults to `"perplexity"`.
+        **kwargs: base metric keyword arguments, such as `dtype`.
+
+    Example:
+
+    ```python
+    import math
+    from elmo_keras.lm.model import Perplexity
+
+    metric = Perplexity()
+    metric.update_state(2 * math.log(4.0), 2)   # two tokens, each with probability 1/4
+    assert abs(float(metric.result()) - 4.0) < 1e-4
+    ```
+    """
 
     def __init__(self, name: str = "perplexity", **kwargs):
         super().__init__(name=name, **kwargs)
@@ -42,13 +60,27 @@ class Perplexity(keras.metrics.Metric):
 class BiLanguageModel(keras.Model):
     """Bidirectional LM for pretraining ELMo.
 
-    Input: char ids int32 [B, T, C] that already hold ``<S>``/``</S>`` rows (see :mod:`elmo_keras.lm.data`).
-    ``call`` returns the top encoder layer per direction, ``{"forward": [B, T, P], "backward": [B, T, P]}``
-    (after dropout when training); ``y`` for ``fit`` is ``(forward_targets [B, T], backward_targets [B, T])``
-    with -1 where there is no target. Loss = mean of the forward and backward token-mean cross entropies
-    (normalised by the global token count, so replicas and a single process compute the same gradient).
-    ``n_sampled`` > 0 uses a sampled softmax (log-uniform sampler, remove accidental hits) in training;
-    evaluation and :meth:`perplexity` always use the full softmax.
+    ``y`` for ``fit`` is ``(forward_targets [B, T], backward_targets [B, T])`` with -1 where there is no target.
+    Loss = mean of the forward and backward token-mean cross entropies (normalised by the global token count, so
+    replicas and a single process compute the same gradient).
+
+    Args:
+        options: the options dict of the biLM (see :mod:`elmo_keras.io.options`).
+        vocab: a :class:`~elmo_keras.lm.vocab.Vocabulary`, a list of words, or the path of a vocab.txt.
+        n_sampled: int, > 0 uses a sampled softmax of that many words (log-uniform sampler, remove accidental
+            hits) in training; evaluation and :meth:`perplexity` always use the full softmax. Must be smaller
+            than the vocabulary. Defaults to `0`.
+        dropout: float, dropout on the top encoder layer (training only). Defaults to `0.1`.
+        **kwargs: base model keyword arguments, such as `name`.
+
+    Call arguments:
+        char_ids: char ids int32 [B, T, C] that already hold ``<S>``/``</S>`` rows (see
+            :mod:`elmo_keras.lm.data`).
+        training: bool, applies dropout. Defaults to `False`.
+
+    Returns:
+        The top encoder layer per direction, ``{"forward": [B, T, P], "backward": [B, T, P]}`` (after dropout
+        when training).
 
     Example:
 
@@ -125,7 +157,16 @@ class BiLanguageModel(keras.Model):
 
     # -- loss and metrics ----------------------------------------------------------------------------------
     def token_nll(self, hidden, targets, training: bool = False):
-        """Summed negative log-likelihood (float32 scalar) and count of targets >= 0 (float32)."""
+        """The softmax's negative log-likelihood of the targets.
+
+        Args:
+            hidden: float [B, T, P], one direction's output of :meth:`call`.
+            targets: int [B, T], word ids; -1 where there is no target.
+            training: bool, use the sampled softmax (when ``n_sampled`` > 0). Defaults to `False`.
+
+        Returns:
+            The summed negative log-likelihood (float32 scalar) and the count of targets >= 0 (float32).
+        """
         valid = targets >= 0
         h = tf.cast(tf.boolean_mask(hidden, valid), tf.float32)  # [N, P]; the softmax runs in float32
         t = tf.cast(tf.boolean_mask(targets, valid), tf.int64)
@@ -155,9 +196,16 @@ class BiLanguageModel(keras.Model):
 
     # -- evaluation ----------------------------------------------------------------------------------------
     def perplexity(self, sentences: Sequence[str | Sequence[str]], batch_size: int = 32) -> dict[str, float]:
-        """Full-softmax perplexity per direction on held-out sentences (strings or token lists).
+        """Full-softmax perplexity per direction on held-out sentences.
 
         Counts every predicted token, ``</S>`` (forward) / ``<S>`` (backward) and ``<UNK>`` included.
+
+        Args:
+            sentences: strings (split on whitespace) or token lists; at least one.
+            batch_size: int, sentences per batch. Defaults to `32`.
+
+        Returns:
+            ``{"forward": float, "backward": float}``.
         """
         if not len(sentences):
             raise ValueError("perplexity() needs at least one sentence")
@@ -175,16 +223,46 @@ class BiLanguageModel(keras.Model):
 
     # -- weights ---------------------------------------------------------------------------------------------
     def softmax_arrays(self) -> dict[str, np.ndarray]:
+        """The softmax weights as NumPy arrays.
+
+        Returns:
+            ``{"softmax/W": [V, P], "softmax/b": [V]}`` (the names of bilm-tf checkpoints and of our softmax hdf5).
+        """
         return {
             SOFTMAX_W: keras.ops.convert_to_numpy(self.softmax_w),
             SOFTMAX_B: keras.ops.convert_to_numpy(self.softmax_b),
         }
 
     def save_softmax_hdf5(self, path: str | os.PathLike) -> None:
-        """Write ``softmax/W`` [V, P] and ``softmax/b`` [V] (atomically)."""
+        """Write ``softmax/W`` [V, P] and ``softmax/b`` [V] (atomically).
+
+        Args:
+            path: the hdf5 file to write (e.g. ``softmax.hdf5`` of a pretraining output folder).
+
+        Example:
+
+        ```python
+        import os, tempfile
+        import h5py
+        import elmo_keras as ek
+
+        lm = ek.lm.BiLanguageModel.from_preset("brown-small")
+        path = os.path.join(tempfile.mkdtemp(), "softmax.hdf5")
+        lm.save_softmax_hdf5(path)
+        with h5py.File(path, "r") as f:
+            assert f["softmax/W"].shape == (len(lm.vocab), lm.projection_dim)
+        lm.load_softmax_hdf5(path)   # e.g. into a model of the same vocabulary
+        ```
+        """
         write_weights_hdf5(self.softmax_arrays(), path)
 
     def load_softmax_hdf5(self, path: str | os.PathLike) -> None:
+        """Assign the softmax from a file written by :meth:`save_softmax_hdf5` (or a bilm-tf softmax in that
+        layout); KeyError for a missing dataset, ValueError for a shape other than [V, P] / [V].
+
+        Args:
+            path: the hdf5 file.
+        """
         import h5py
 
         with h5py.File(path, "r") as f:
@@ -209,14 +287,32 @@ class BiLanguageModel(keras.Model):
     ) -> "BiLanguageModel":
         """Released-layout biLM weights (+ optionally our softmax hdf5) -> a model to continue training.
 
-        Without ``softmax_file`` the softmax starts from random (e.g. a new vocabulary for domain adaptation).
+        Args:
+            options_file: the options, as a path, an http(s) URL or a dict.
+            weight_file: the released-layout hdf5 weights, as a path or an http(s) URL.
+            vocab: a :class:`~elmo_keras.lm.vocab.Vocabulary`, a list of words, or the path of a vocab.txt.
+            softmax_file: our softmax hdf5 (see :meth:`save_softmax_hdf5`), or `None`: the softmax starts from
+                random (e.g. a new vocabulary for domain adaptation). Defaults to `None`.
+            **kwargs: arguments of ``BiLanguageModel``, such as ``n_sampled`` and ``dropout``.
+
+        Returns:
+            A built ``BiLanguageModel``.
         """
         return cls._from_files(resolve(options_file, weight_file), vocab, softmax_file, **kwargs)
 
     @classmethod
     def from_preset(cls, name: str, **kwargs) -> "BiLanguageModel":
         """A shipped preset (e.g. ``"brown-small"``) or a pretraining output folder, softmax included; any source
-        :func:`elmo_keras.io.load.resolve` takes that has a vocabulary."""
+        :func:`elmo_keras.io.load.resolve` takes that has a vocabulary.
+
+        Args:
+            name: the preset's name, or a folder (or a folder's URL) with options.json, weights.hdf5, vocab.txt
+                and softmax.hdf5 (the softmax starts from random without it).
+            **kwargs: arguments of ``BiLanguageModel``, such as ``n_sampled`` and ``dropout``.
+
+        Returns:
+            A built ``BiLanguageModel``.
+        """
         files = resolve(name)
         return cls._from_files(files, files.vocab, files.softmax, **kwargs)
 

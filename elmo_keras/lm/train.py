@@ -63,7 +63,23 @@ _OUTPUTS = ("manifest.json", "options.json", "vocab.txt", "weights.hdf5", "softm
 
 
 def training_options(options: dict | str | os.PathLike) -> dict:
-    """Options (dict or path) with the training defaults filled in; checks the training settings."""
+    """Options with the training defaults (:data:`TRAIN_DEFAULTS`) filled in; checks the training settings.
+
+    Args:
+        options: the options, as a dict or the path of an options.json.
+
+    Returns:
+        A new dict: ``TRAIN_DEFAULTS`` updated with ``options``.
+
+    Example:
+
+    ```python
+    from elmo_keras.lm.train import training_options
+
+    opts = training_options({"lstm": {"dim": 16, "projection_dim": 8, "n_layers": 1}, "n_epochs": 3})
+    assert opts["n_epochs"] == 3 and opts["optimizer"] == "adam"
+    ```
+    """
     opts = {**TRAIN_DEFAULTS, **load_options(options)}
     if opts["optimizer"] not in ("adam", "adagrad"):
         raise InputError(f"options: 'optimizer' must be 'adam' or 'adagrad', got {opts['optimizer']!r}")
@@ -73,7 +89,15 @@ def training_options(options: dict | str | os.PathLike) -> dict:
 
 
 def make_optimizer(opts: dict) -> keras.optimizers.Optimizer:
-    """Adam or Adagrad (bilm-tf: Adagrad, lr 0.2, accumulator 1.0) with global-norm gradient clipping."""
+    """Adam or Adagrad (bilm-tf: Adagrad, lr 0.2, accumulator 1.0) with global-norm gradient clipping.
+
+    Args:
+        opts: training options, as :func:`training_options` returns them (``optimizer``, ``learning_rate``,
+            ``all_clip_norm_val``).
+
+    Returns:
+        A Keras optimizer.
+    """
     clip = opts["all_clip_norm_val"]
     if opts["optimizer"] == "adagrad":
         return keras.optimizers.Adagrad(opts["learning_rate"], initial_accumulator_value=1.0, global_clipnorm=clip)
@@ -96,7 +120,25 @@ def _cluster(strategy: tf.distribute.Strategy) -> tuple[int, bool]:
 class EpochLogs(keras.callbacks.Callback):
     """Every epoch's logs (losses, perplexities, tokens/s) by epoch, also kept in ``path`` (in the backup folder),
     so that a run resumed from its backup keeps the epochs it ran before the interruption; logs one line per
-    epoch (the validation perplexity only when there is validation data). Runs after :class:`Throughput`."""
+    epoch (the validation perplexity only when there is validation data). Runs after :class:`Throughput`.
+
+    Args:
+        path: the JSON file that keeps the logs.
+        before_epoch: int, logs of epochs from this one on are dropped from ``path`` (they will run again).
+        log: called with each epoch's line.
+
+    Example:
+
+    ```python
+    import os, tempfile
+    from elmo_keras.lm.train import EpochLogs
+
+    lines = []
+    epoch_logs = EpochLogs(os.path.join(tempfile.mkdtemp(), "epoch_logs.json"), 0, lines.append)
+    epoch_logs.on_epoch_end(0, {"tokens": 100, "tokens_per_second": 50, "forward_ppl": 9, "backward_ppl": 8})
+    assert lines == ["epoch 1: 100 tokens in 2.0 s = 50 tokens/s; perplexity train forward 9.0 backward 8.0"]
+    ```
+    """
 
     def __init__(self, path: str, before_epoch: int, log: Callable[[str], None]):
         super().__init__()
@@ -122,7 +164,27 @@ class EpochLogs(keras.callbacks.Callback):
 class EpochEndBackup(keras.callbacks.BackupAndRestore):
     """BackupAndRestore (every ``save_freq`` steps, double checkpoint) that also backs up at the end of every
     epoch, so that a run killed between epochs or after its last one redoes no epoch, and keeps its backup when
-    training ends: :func:`pretrain` deletes it once weights.hdf5 and state.json are written."""
+    training ends: :func:`pretrain` deletes it once weights.hdf5 and state.json are written.
+
+    Args:
+        backup_dir: the folder of the backup.
+        save_freq: int, steps between backups (besides the end of every epoch).
+
+    Example:
+
+    ```python
+    import os, tempfile
+    import keras
+    import numpy as np
+    from elmo_keras.lm.train import EpochEndBackup
+
+    backup = os.path.join(tempfile.mkdtemp(), "backup")
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    model.fit(np.zeros((4, 2)), np.zeros((4, 1)), epochs=2, verbose=0, callbacks=[EpochEndBackup(backup, 100)])
+    assert os.path.exists(os.path.join(backup, "training_metadata.json"))  # kept when training ends
+    ```
+    """
 
     def __init__(self, backup_dir: str, save_freq: int):
         super().__init__(backup_dir, save_freq=save_freq, double_checkpoint=True, delete_checkpoint=False)
@@ -287,18 +349,54 @@ def pretrain(
 ) -> tuple[BiLanguageModel, dict]:
     """Train (or resume, or continue from ``init_from``) a biLM; write the output folder (see module doc).
 
-    ``steps_per_epoch``: batches per epoch (the training data then repeats); ``callbacks``: extra Keras callbacks.
-    ``init_from``: a preset name (shipped or published, see ``ek.list_presets()``), or a folder or folder URL
-    with options.json + weights.hdf5 (+ softmax.hdf5 when its vocab.txt is the same as this run's) whose
-    architecture equals ``options``: continued training.
     A re-run into the same ``out_dir`` resumes an interrupted run or continues a finished one up to ``epochs``. It
     needs the same training files and options (n_epochs and backup_every_steps aside; the other arguments may
-    change): others are refused (:class:`InputError` naming them) unless ``restart``, which discards the folder's
-    earlier run; a folder whose run trained nothing yet is simply rebuilt. A second run into ``out_dir`` while one
-    runs is refused.
-    Returns ``(model, state)``; ``state`` (also in ``out_dir/state.json``) holds epochs_completed,
-    tokens_per_second per epoch, wall_seconds, history and valid_perplexity {"forward", "backward"} (when
-    ``valid_file`` is given).
+    change): others are refused (:class:`InputError` naming them) unless ``restart``; a folder whose run trained
+    nothing yet is simply rebuilt. A second run into ``out_dir`` while one runs is refused.
+
+    Args:
+        train_files: text files, one whitespace-tokenised sentence per line.
+        valid_file: a held-out file in the same format, or `None`.
+        options: the biLM options with training settings (:data:`TRAIN_DEFAULTS`), as a dict or a path.
+        out_dir: the output folder (also a preset folder for ``from_preset``).
+        epochs: int, train up to this many epochs in all, or `None` for the options' ``n_epochs``. Defaults to
+            `None`.
+        strategy: a ``tf.distribute.Strategy``, or `None` for the current one. Defaults to `None`.
+        init_from: a preset name (shipped or published, see ``ek.list_presets()``), or a folder or folder URL
+            with options.json + weights.hdf5 (+ softmax.hdf5 when its vocab.txt is the same as this run's) whose
+            architecture equals ``options``: continued training. Defaults to `None`.
+        steps_per_epoch: int, batches per epoch (the training data then repeats), or `None` for one pass.
+            Defaults to `None`.
+        callbacks: extra Keras callbacks. Defaults to `()`.
+        verbose: ``model.fit``'s verbosity. Defaults to `"auto"`.
+        log: called with each progress line. Defaults to `print`.
+        restart: bool, discard the folder's earlier run. Defaults to `False`.
+
+    Returns:
+        ``(model, state)``: the :class:`BiLanguageModel`, and ``state`` (also in ``out_dir/state.json``) with
+        epochs_completed, tokens_per_second per epoch, wall_seconds, history and valid_perplexity
+        {"forward", "backward"} (when ``valid_file`` is given).
+
+    Example:
+
+    ```python
+    import os, tempfile
+    from elmo_keras.lm import pretrain
+
+    folder = tempfile.mkdtemp()
+    train = os.path.join(folder, "train.txt")
+    with open(train, "w") as f:
+        f.write("the cat sat on the mat .\\nthe dog sat on the log .\\n" * 4)
+    options = {
+        "char_cnn": {"filters": [[1, 8], [2, 8]], "n_highway": 1, "embedding": {"dim": 4}},
+        "lstm": {"dim": 16, "projection_dim": 8, "n_layers": 1},
+        "batch_size": 4,
+    }
+    out = os.path.join(folder, "run")
+    model, state = pretrain([train], None, options, out, epochs=1, verbose=0, log=lambda line: None)
+    assert state["epochs_completed"] == 1
+    assert {"weights.hdf5", "softmax.hdf5", "vocab.txt"} <= set(os.listdir(out))
+    ```
     """
     out_dir, train_files = os.fspath(out_dir), [os.fspath(f) for f in train_files]
     valid_file = os.fspath(valid_file) if valid_file else None

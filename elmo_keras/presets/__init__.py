@@ -45,13 +45,46 @@ def preset_files(name: str | os.PathLike) -> dict[str, str | None]:
 
 
 def parameter_count(options: dict | str | os.PathLike) -> int:
-    """Number of weights in a released-layout file for ``options`` (what ``BiLM(options).count_params()`` gives)."""
+    """Number of weights in a released-layout file for ``options`` (what ``BiLM(options).count_params()`` gives).
+
+    Args:
+        options: the options, as a dict or the path of an options.json.
+
+    Returns:
+        The number of weights, an int.
+
+    Example:
+
+    ```python
+    from elmo_keras.presets import parameter_count, preset_files
+
+    assert parameter_count(preset_files("brown-small")["options"]) == 1_365_456
+    ```
+    """
     return sum(math.prod(shape) for shape in expected_shapes(load_options(options)).values())
 
 
 @dataclass(frozen=True)
 class PresetInfo:
-    """One row of :func:`list_presets`. ``size``: bytes of the weight file, None when unknown until downloaded."""
+    """One row of :func:`list_presets`.
+
+    Args:
+        name: the preset's name, as ``from_preset`` takes it.
+        description: what the model is, in words.
+        params: int, the number of weights (see :func:`parameter_count`).
+        size: int, bytes of the weight file; None when unknown until downloaded.
+        cached: bool, whether the files are on this machine (shipped or already downloaded).
+        source: where the weights come from, in words.
+
+    Example:
+
+    ```python
+    from elmo_keras.presets import list_presets
+
+    info = list_presets()[0]
+    assert (info.name, info.cached) == ("brown-small", True) and info.params > 1_000_000
+    ```
+    """
 
     name: str
     description: str
@@ -86,7 +119,24 @@ def list_presets() -> list[PresetInfo]:
 def presets_table(rows: list[PresetInfo]) -> str:
     """:func:`list_presets` as a text table (name, parameters, download size, cached, description), each column as
     wide as its longest value; a size not known before downloading is estimated as 4 bytes (float32) per
-    parameter, marked ``~``."""
+    parameter, marked ``~``.
+
+    Args:
+        rows: the :class:`PresetInfo` rows, as :func:`list_presets` returns them.
+
+    Returns:
+        The table, one line per row after a header line, as a str.
+
+    Example:
+
+    ```python
+    from elmo_keras.presets import list_presets, presets_table
+
+    table = presets_table(list_presets())
+    assert table.splitlines()[0].split()[:4] == ["name", "params", "size", "cached"]
+    assert table.splitlines()[1].startswith("brown-small ")
+    ```
+    """
     header = ("name", "params", "size", "cached", "description")
     table = [header] + [
         (

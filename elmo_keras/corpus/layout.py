@@ -1,0 +1,182 @@
+"""The format of a run folder: shard files, records and ``manifest.json``, and how a shard is committed.
+
+A shard ``shard-KKKKKK.h5`` holds lines ``K * shard_lines ...`` of the input: ``values`` (all of its tokens
+concatenated: [L, T, D] for ``layers="all"``, [T, D] for top/average; float32 or float16) and ``offsets``
+(int64 [n + 1]: line ``first + j`` is tokens ``offsets[j]:offsets[j + 1]``). Each shard is written whole under a
+temporary name and renamed, so a shard file that exists is complete. ``manifest.json`` says what the run is.
+
+A run that builds hdf5 output writes each value once (see :mod:`elmo_keras.corpus.assembly`): a shard computed in
+this process goes straight into the file being assembled, and what commits it is a record ``shard-KKKKKK.json``
+(renamed into place once those values are on disk) that says where each of its lines lies in that file. The HDF5
+structure of a file left by a killed run is never trusted: a later run reads the committed lines' bytes at the
+recorded offsets (:func:`read_recorded_lines`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+
+import h5py
+import numpy as np
+
+from elmo_keras.corpus.direct_io import BLOCK, RawWriter, Scratch, allocate_dataset, drop_cached, raw_data_creation
+from elmo_keras.utils.files import atomic_file
+
+MANIFEST = "manifest.json"
+FORMAT_NAME = "elmo_keras.embeddings"
+FORMAT_VERSION = 1
+LAYER_CHOICES = ("all", "top", "average")
+STORAGE_DTYPES = ("float32", "float16")
+#: manifest fields that must agree for a run to resume (name in the manifest -> how users spell it)
+IDENTITY = {
+    "input.size": "the input file's size",
+    "input.sha256": "the input file's content",
+    "model.sha256": "the model (options and weights)",
+    "model.dtype": "--dtype (compute)",
+    "layers": "--layers",
+    "storage_dtype": "--dtype (storage)",
+    "output_format": "--format",
+    "shard_lines": "--shard-lines",
+    "version": "the format version",
+}
+
+
+def shard_name(shard: int) -> str:
+    return f"shard-{shard:06d}.h5"
+
+
+def record_name(shard: int) -> str:
+    """A committed shard whose values are in an hdf5 file being assembled (see the module docstring)."""
+    return f"shard-{shard:06d}.json"
+
+
+def is_committed(folder: str, shard: int) -> bool:
+    """Whether ``shard`` has a shard file or a record in ``folder`` (either exists only once complete)."""
+    return any(os.path.exists(os.path.join(folder, name(shard))) for name, _ in committed_forms())
+
+
+def committed_forms() -> tuple:
+    """The ways a shard is committed in a run folder: (file name of shard k, check that such a file is whole)."""
+    return (shard_name, shard_is_complete), (record_name, record_is_complete)
+
+
+def reduce_layers(array: np.ndarray, layers: str) -> np.ndarray:
+    """[L, T, D] -> itself ("all"), the top layer [T, D] ("top") or the mean over layers [T, D] ("average")."""
+    return array if layers == "all" else array[-1] if layers == "top" else array.mean(axis=0)
+
+
+def token_slice(ndim: int, start: int, stop: int) -> tuple[slice, ...]:
+    """Index of tokens ``start:stop`` in a shard's ``values`` ([L, T, D] or [T, D]: the token axis is ndim - 2)."""
+    return (slice(None),) * (ndim - 2) + (slice(start, stop),)
+
+
+def write_shard(
+    path: str, arrays: Sequence[np.ndarray], first_line: int, storage_dtype: str, scratch: Scratch | None = None
+) -> None:
+    """Write one shard atomically: ``arrays`` are lines ``first_line ...`` ([L, T_i, D] or [T_i, D] each)."""
+    axis = arrays[0].ndim - 2
+    offsets = np.concatenate([[0], np.cumsum([a.shape[axis] for a in arrays])]).astype(np.int64)
+    shape = list(arrays[0].shape)
+    shape[axis] = int(offsets[-1])
+    values = (scratch or Scratch()).array(shape, storage_dtype)
+    np.concatenate(arrays, axis=axis, out=values)  # converted to storage_dtype by numpy
+    with atomic_file(path) as tmp:
+        # every object of a block or more (the values) at a block-aligned offset: written past the page cache
+        with h5py.File(tmp, "w", alignment_threshold=BLOCK, alignment_interval=BLOCK) as f:
+            start = allocate_dataset(f.id, "values", shape, h5py.h5t.py_create(values.dtype), raw_data_creation())
+            f.create_dataset("offsets", data=offsets)
+            f.attrs["first_line"] = first_line
+        if start is not None:
+            with RawWriter(tmp) as raw:
+                raw.write(start, values)
+    drop_cached(path)
+
+
+def commit_shard_file(
+    folder: str,
+    shard: int,
+    arrays: Sequence[np.ndarray],
+    shard_lines: int,
+    storage_dtype: str,
+    scratch: Scratch | None = None,
+) -> None:
+    """Commit ``shard`` (lines ``shard * shard_lines ...``) as its shard file in the run folder ``folder``."""
+    write_shard(os.path.join(folder, shard_name(shard)), arrays, shard * shard_lines, storage_dtype, scratch)
+
+
+def shard_is_complete(path: str, lines: int) -> bool:
+    """True when ``path`` opens as a shard of ``lines`` lines (a committed shard always does)."""
+    try:
+        with h5py.File(path, "r") as f:
+            return f["offsets"].shape == (lines + 1,) and "values" in f
+    except (OSError, KeyError):
+        return False
+
+
+def read_record(path: str) -> dict:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def commit_record(
+    folder: str, shard: int, first_line: int, values_path: str, dtype: str, starts: Sequence[int | None], shapes
+) -> None:
+    """Commit ``shard`` (lines ``first_line ...``) by a record: its lines' values lie in ``values_path`` (a file in
+    ``folder``, already on disk), of ``dtype``, at file offsets ``starts`` (None: empty) with ``shapes``."""
+    record = {
+        "first_line": first_line,
+        "file": os.path.basename(values_path),
+        "dtype": dtype,
+        "lines": [[start, list(shape)] for start, shape in zip(starts, shapes)],
+    }
+    with atomic_file(os.path.join(folder, record_name(shard))) as tmp, open(tmp, "w") as f:
+        json.dump(record, f, separators=(",", ":"))
+
+
+def record_is_complete(path: str, lines: int) -> bool:
+    """True when the record ``path`` describes ``lines`` lines that lie inside its values file."""
+    try:
+        record = read_record(path)
+        source = os.path.join(os.path.dirname(path), record["file"])
+        itemsize = np.dtype(record["dtype"]).itemsize
+        ends = [start + math.prod(shape) * itemsize for start, shape in record["lines"] if start is not None]
+        return len(record["lines"]) == lines and os.path.getsize(source) >= max(ends, default=0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def read_recorded_lines(path: str) -> list[np.ndarray]:
+    """The lines a record commits, read from its values file at the recorded offsets (no HDF5 involved)."""
+    record = read_record(path)
+    dtype = np.dtype(record["dtype"])
+    arrays = []
+    with open(os.path.join(os.path.dirname(path), record["file"]), "rb") as f:
+        for start, shape in record["lines"]:
+            count = math.prod(shape)
+            data = os.pread(f.fileno(), count * dtype.itemsize, start) if start is not None else b""
+            arrays.append(np.frombuffer(data, dtype, count).reshape(shape))
+    return arrays
+
+
+def read_manifest(folder: str) -> dict:
+    with open(os.path.join(folder, MANIFEST), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _field(manifest: dict, dotted: str):
+    value = manifest
+    for key in dotted.split("."):
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def manifest_differences(old: dict, new: dict) -> list[str]:
+    """What makes ``new`` a different run from ``old``, in words (empty when it may resume)."""
+    return [
+        f"{IDENTITY[key]} ({_field(old, key)!r} then, {_field(new, key)!r} now)"
+        for key in IDENTITY
+        if _field(old, key) != _field(new, key)
+    ]
