@@ -76,8 +76,12 @@ def training_options(options: dict | str | os.PathLike) -> dict:
     ```python
     from elmo_keras.lm.train import training_options
 
-    opts = training_options({"lstm": {"dim": 16, "projection_dim": 8, "n_layers": 1}, "n_epochs": 3})
-    assert opts["n_epochs"] == 3 and opts["optimizer"] == "adam"
+    opts = training_options({
+        "char_cnn": {"filters": [[1, 8], [2, 8]], "n_highway": 1, "embedding": {"dim": 4}},
+        "lstm": {"dim": 16, "projection_dim": 8, "n_layers": 1},
+        "n_epochs": 3,
+    })
+    assert opts["n_epochs"] == 3 and opts["optimizer"] == "adam"   # given; a default
     ```
     """
     opts = {**TRAIN_DEFAULTS, **load_options(options)}
