@@ -30,14 +30,6 @@ LAYERS = {
     if inspect.isclass(obj) and issubclass(obj, keras.layers.Layer)
 }
 
-# Being restructured: issue 34. Their docstrings are checked once the new modules land; empty this list then.
-PENDING_MODULES: set[str] = set()
-PENDING_PACKAGES = ("elmo_keras.corpus",)  # and every module under it
-
-
-def is_pending(module: str) -> bool:
-    return module in PENDING_MODULES or any(module == p or module.startswith(p + ".") for p in PENDING_PACKAGES)
-
 
 def examples(obj) -> tuple[list[str], list[doctest.DocTest]]:
     """The ```python blocks and the doctests in the docstring of ``obj``."""
@@ -67,13 +59,11 @@ def test_docstring_example_runs(name):
 
 
 def public_callables() -> dict[str, object]:
-    """``module.name`` (or ``module.Class.method``) -> function or class, for every public callable of the package
-    outside the pending modules. A method is the plain function (unwrapped from classmethod / staticmethod)."""
+    """``module.name`` (or ``module.Class.method``) -> function or class, for every public callable of the package.
+    A method is the plain function (unwrapped from classmethod / staticmethod)."""
     found = {}
     modules = ["elmo_keras"] + [m.name for m in pkgutil.walk_packages(ek.__path__, "elmo_keras.")]
     for module_name in modules:
-        if is_pending(module_name):
-            continue
         module = importlib.import_module(module_name)
         names = getattr(module, "__all__", None) or [n for n in vars(module) if not n.startswith("_")]
         for name in names:

@@ -28,7 +28,25 @@ from elmo_keras.utils.files import TMP_SUFFIX, fsync_path, usual_permissions
 def adjacent_runs(starts: Sequence[int | None], sizes: Sequence[int], max_bytes: int) -> list[tuple[int, list[int]]]:
     """Datasets whose raw data (``starts[j]``, ``sizes[j]`` bytes; None: empty) lie back to back in the file ->
     ``(file offset, [dataset indices])`` per run of adjacent ones, each run at most ``max_bytes`` long unless it
-    is a single dataset."""
+    is a single dataset.
+
+    Args:
+        starts: per dataset, the file offset of its raw data, or None when it is empty.
+        sizes: per dataset, its raw data's size in bytes.
+        max_bytes: int, the most bytes a run of several datasets spans.
+
+    Returns:
+        A list of ``(file offset, [dataset indices])``, in the order of ``starts``.
+
+    Example:
+
+    ```python
+    from elmo_keras.corpus.assembly import adjacent_runs
+
+    runs = adjacent_runs([0, 10, None, 30, 40], [10, 10, 0, 10, 10], max_bytes=100)
+    assert runs == [(0, [0, 1]), (30, [3, 4])]
+    ```
+    """
     runs: list[tuple[int, list[int]]] = []
     end = length = None
     for j, (start, size) in enumerate(zip(starts, sizes)):
@@ -49,7 +67,31 @@ class Assembly:
     writing overlaps with the model. :func:`make_assembly` picks the format. The npy folder is derived data
     from shard files: a killed run leaves it under a ``.tmp`` name, which the next run deletes and rebuilds. The
     hdf5 file holds the values themselves (see :meth:`HDF5Assembly.commit`); a later run copies the committed
-    lines out of it into a new file."""
+    lines out of it into a new file.
+
+    Args:
+        folder: the run folder; OUTPUT is built inside it.
+        manifest: the run's manifest (``output_format``, ``storage_dtype``, ``shard_lines``, ``shards``,
+            ``input``, ``layers``).
+
+    Example:
+
+    ```python
+    import os, tempfile
+    import numpy as np
+    from elmo_keras.corpus.assembly import make_assembly
+
+    folder = tempfile.mkdtemp()
+    manifest = {"output_format": "npy", "storage_dtype": "float16", "shard_lines": 2, "shards": 2,
+                "input": {"lines": 3}, "layers": "top"}
+    assembly = make_assembly(folder, manifest)
+    assembly.commit(1, [np.ones((1, 4))])  # shard 1: line 2, committed as a shard file
+    assembly.commit(0, [np.ones((2, 4)), np.ones((3, 4))])
+    built = assembly.finish({"The bank": [0], "A big loan": [1], "Hi": [2]})
+    assert sorted(os.listdir(built)) == ["0.npy", "1.npy", "2.npy", "sentence_to_index.json"]
+    assert np.load(os.path.join(built, "1.npy")).shape == (3, 4)
+    ```
+    """
 
     def __init__(self, folder: str, manifest: dict):
         self.folder, self.manifest = folder, manifest
@@ -65,13 +107,28 @@ class Assembly:
         raise NotImplementedError
 
     def add(self, shard: int, arrays: Sequence[np.ndarray]) -> list[int | None] | None:
-        """Store the lines of ``shard`` (one array per line)."""
+        """Store the lines of ``shard`` (one array per line).
+
+        Args:
+            shard: int, the 0-based shard number.
+            arrays: one array per line of the shard ([L, T_i, D] or [T_i, D] each).
+
+        Returns:
+            For hdf5, the file offset of each line's values (None: empty); None for npy.
+        """
         starts = self._store_lines(shard * self.manifest["shard_lines"], arrays)
         self.added.add(shard)
         return starts
 
     def commit(self, shard: int, arrays: Sequence[np.ndarray], scratch: Scratch | None = None) -> None:
-        """Commit ``shard`` computed in this process (a shard file), then add its lines."""
+        """Commit ``shard`` computed in this process (a shard file), then add its lines.
+
+        Args:
+            shard: int, the 0-based shard number.
+            arrays: one array per line of the shard ([L, T_i, D] or [T_i, D] each).
+            scratch: a :class:`~elmo_keras.corpus.direct_io.Scratch` of the calling thread, or `None` for a new
+                one. Defaults to `None`.
+        """
         commit_shard_file(self.folder, shard, arrays, self.manifest["shard_lines"], self.dtype, scratch)
         self.add(shard, arrays)
 
@@ -91,7 +148,14 @@ class Assembly:
             source.close()
 
     def finish(self, sentence_to_index: dict[str, list[int]]) -> str:
-        """Write ``sentence_to_index``, close and fsync; returns the built file or folder (in the run folder)."""
+        """Write ``sentence_to_index``, close and fsync; returns the built file or folder (in the run folder).
+
+        Args:
+            sentence_to_index: line text -> the line indices that hold it.
+
+        Returns:
+            The path of the built file or folder.
+        """
         self._store_index(sentence_to_index)
         fsync_path(self.path)
         return self.path
@@ -103,7 +167,12 @@ class Assembly:
 
 
 class HDF5Assembly(Assembly):
-    """One dataset per line index plus ``sentence_to_index`` (and ``lines``, ``layers`` attributes)."""
+    """One dataset per line index plus ``sentence_to_index`` (and ``lines``, ``layers`` attributes).
+
+    Args:
+        folder: the run folder; the file is ``output-N.hdf5`` in it, N new in every run.
+        manifest: the run's manifest (see :class:`Assembly`).
+    """
 
     #: HDF5 groups the per-line metadata (object headers, names: a few hundred bytes a line) in blocks of up to
     #: this size, so that the raw data of consecutive lines lie back to back and a shard's values go out in a few
@@ -167,6 +236,15 @@ class HDF5Assembly(Assembly):
         return starts
 
     def add(self, shard: int, arrays: Sequence[np.ndarray]) -> list[int | None]:
+        """Store the lines of ``shard`` and flush them to disk.
+
+        Args:
+            shard: int, the 0-based shard number.
+            arrays: one array per line of the shard ([L, T_i, D] or [T_i, D] each).
+
+        Returns:
+            The file offset of each line's values (None: empty).
+        """
         starts = super().add(shard, arrays)
         self.file.flush()  # the shard's data and metadata go to disk now, overlapping the model, not in finish()
         fsync_path(self.path)
@@ -175,7 +253,13 @@ class HDF5Assembly(Assembly):
 
     def commit(self, shard: int, arrays: Sequence[np.ndarray], scratch: Scratch | None = None) -> None:
         """Add the lines of ``shard`` (on disk when this returns), then commit them with a record of where they
-        lie: each value is written once."""
+        lie: each value is written once.
+
+        Args:
+            shard: int, the 0-based shard number.
+            arrays: one array per line of the shard ([L, T_i, D] or [T_i, D] each).
+            scratch: unused (the assembly stages in its own buffer). Defaults to `None`.
+        """
         starts = self.add(shard, arrays)
         first_line = shard * self.manifest["shard_lines"]
         commit_record(self.folder, shard, first_line, self.path, self.dtype, starts, [a.shape for a in arrays])
@@ -198,7 +282,12 @@ class HDF5Assembly(Assembly):
 
 
 class NpyAssembly(Assembly):
-    """A folder: ``{i}.npy`` per line plus ``sentence_to_index.json``."""
+    """A folder: ``{i}.npy`` per line plus ``sentence_to_index.json``.
+
+    Args:
+        folder: the run folder; the npy folder is built in it under a ``.tmp`` name.
+        manifest: the run's manifest (see :class:`Assembly`).
+    """
 
     def __init__(self, folder: str, manifest: dict):
         super().__init__(folder, manifest)
@@ -214,11 +303,21 @@ class NpyAssembly(Assembly):
             json.dump(sentence_to_index, f, ensure_ascii=False)
 
     def discard(self) -> None:
+        """Delete the folder being built (it is rebuilt from the committed shard files)."""
         shutil.rmtree(self.path)
 
 
 def make_assembly(folder: str, manifest: dict) -> Assembly | None:
-    """The builder of OUTPUT for the run's format (None for ``shards``: the run folder is the output)."""
+    """The builder of OUTPUT for the run's format (None for ``shards``: the run folder is the output).
+
+    Args:
+        folder: the run folder.
+        manifest: the run's manifest; its ``output_format`` picks the builder.
+
+    Returns:
+        An :class:`HDF5Assembly` ("hdf5"), an :class:`NpyAssembly` ("npy") or None ("shards"). See
+        :class:`Assembly` for an example.
+    """
     builders = {"hdf5": HDF5Assembly, "npy": NpyAssembly}
     builder = builders.get(manifest["output_format"])
     return builder(folder, manifest) if builder else None

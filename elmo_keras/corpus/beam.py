@@ -33,11 +33,23 @@ from elmo_keras.text import tokenize
 class EmbedderSpec:
     """What a worker needs to build its :class:`~elmo_keras.ElmoEmbedder` (picklable: paths, not weights).
 
+    Give ``options`` and ``weights``, or ``preset``.
+
     Args:
-      options, weights: the model files (paths every worker can read), or
-      preset: a shipped preset name instead.
-      dtype: the embedder's compute dtype ("float32" or "bfloat16"). Defaults to "float32".
-      batch_size: sentences per model call. Defaults to 64.
+        options: the model's options file (a path every worker can read). Defaults to `None`.
+        weights: the model's weight file (a path every worker can read). Defaults to `None`.
+        preset: a shipped preset name, instead of ``options`` and ``weights``. Defaults to `None`.
+        dtype: the embedder's compute dtype ("float32" or "bfloat16"). Defaults to "float32".
+        batch_size: int, sentences per model call. Defaults to 64.
+
+    Example:
+
+    ```python
+    from elmo_keras.corpus.beam import EmbedderSpec
+
+    embedder = EmbedderSpec(preset="brown-small", batch_size=16).load()
+    assert next(embedder.embed_sentences([["The", "bank"]])).shape == (3, 2, 256)  # [L, T, D]
+    ```
     """
 
     options: str | None = None
@@ -47,6 +59,11 @@ class EmbedderSpec:
     batch_size: int = 64
 
     def load(self) -> ElmoEmbedder:
+        """Build the embedder (once per worker).
+
+        Returns:
+            An :class:`~elmo_keras.ElmoEmbedder`.
+        """
         kwargs = {"dtype": self.dtype, "batch_size": self.batch_size}
         if self.preset:
             return ElmoEmbedder.from_preset(self.preset, **kwargs)
@@ -95,12 +112,28 @@ class EmbedLines(beam.PTransform):
     """``(key, line)`` pairs -> ``(key, float32 array)``: [L, T, D] for ``layers="all"``, [T, D] for "top" /
     "average"; tokens are ``elmo_keras.tokenize(line)``.
 
-    Example::
+    Args:
+        spec: the :class:`EmbedderSpec` each worker loads its model from.
+        layers: "all", "top" or "average". Defaults to "all".
+        min_batch_size: int, the fewest lines per model call (``beam.BatchElements``). Defaults to 8.
+        max_batch_size: int, the most lines per model call. Defaults to 256.
 
-        with beam.Pipeline() as p:
-            (p | beam.Create(enumerate(["The bank .", "A loan ."]))
-               | EmbedLines(EmbedderSpec(preset="brown-small"), layers="top")
-               | beam.MapTuple(lambda i, v: (i, v.shape)) | beam.Map(print))
+    Example:
+
+    ```python
+    import apache_beam as beam
+    from apache_beam.testing.util import assert_that, equal_to
+    from elmo_keras.corpus.beam import EmbedderSpec, EmbedLines, pipeline_options
+
+    with beam.Pipeline(options=pipeline_options()) as p:
+        shapes = (
+            p
+            | beam.Create(enumerate(["The bank .", "A loan"]))
+            | EmbedLines(EmbedderSpec(preset="brown-small"), layers="top")
+            | beam.MapTuple(lambda i, v: (i, v.shape))  # [T, D]
+        )
+        assert_that(shapes, equal_to([(0, (3, 256)), (1, (2, 256))]))
+    ```
     """
 
     def __init__(self, spec: EmbedderSpec, layers: str = "all", min_batch_size: int = 8, max_batch_size: int = 256):
@@ -122,7 +155,27 @@ def pipeline_options(num_workers: int | None = None, beam_options: str | Iterabl
     """Standard Beam options from ``beam_options`` (a string as typed on a command line, or a list). Without
     ``--runner`` it is the DirectRunner with ``num_workers`` processes (multi_processing mode); with another
     runner ``num_workers`` becomes ``--num_workers`` (Dataflow's spelling; Flink and Spark take
-    ``--parallelism`` in ``beam_options``)."""
+    ``--parallelism`` in ``beam_options``).
+
+    Args:
+        num_workers: int, worker processes (DirectRunner) or workers (other runners), or `None` for the
+            default (one process for the DirectRunner). Defaults to `None`.
+        beam_options: Beam's command-line options, e.g. ``"--runner=DataflowRunner --project=p"``. Defaults to
+            none.
+
+    Returns:
+        A ``PipelineOptions``.
+
+    Example:
+
+    ```python
+    from elmo_keras.corpus.beam import pipeline_options
+
+    options = pipeline_options(num_workers=2).get_all_options()
+    assert options["runner"] == "DirectRunner" and options["direct_running_mode"] == "multi_processing"
+    assert pipeline_options(4, "--runner=DataflowRunner").get_all_options()["num_workers"] == 4
+    ```
+    """
     args = shlex.split(beam_options) if isinstance(beam_options, str) else list(beam_options)
     if not any(a == "--runner" or a.startswith("--runner=") for a in args):
         args += [
@@ -138,7 +191,35 @@ def pipeline_options(num_workers: int | None = None, beam_options: str | Iterabl
 
 def beam_runner(spec: EmbedderSpec, num_workers: int | None = None, beam_options: str | Iterable[str] = ()) -> Runner:
     """A runner for :func:`elmo_keras.embed_file` that embeds the missing shards in one Beam pipeline (the
-    workers commit shard files; ``embed_file`` assembles hdf5 / npy output from them afterwards)."""
+    workers commit shard files; ``embed_file`` assembles hdf5 / npy output from them afterwards).
+
+    Args:
+        spec: the :class:`EmbedderSpec` each worker loads its model from (the same model as the ``embedder``
+            given to ``embed_file``, whose identity the run records).
+        num_workers: int, see :func:`pipeline_options`. Defaults to `None`.
+        beam_options: Beam's command-line options, see :func:`pipeline_options`. Defaults to none.
+
+    Returns:
+        A runner for ``embed_file(..., runner=)``.
+
+    Example:
+
+    ```python
+    import os, tempfile
+    import elmo_keras as ek
+    from elmo_keras.corpus.beam import EmbedderSpec, beam_runner
+
+    folder = tempfile.mkdtemp()
+    with open(os.path.join(folder, "in.txt"), "w") as f:
+        f.write("The bank .\\nA loan .\\nHi\\n")
+    embedder = ek.ElmoEmbedder.from_preset("brown-small", dtype="float32")
+    runner = beam_runner(EmbedderSpec(preset="brown-small"))
+    out = os.path.join(folder, "out.hdf5")
+    ek.embed_file(embedder, os.path.join(folder, "in.txt"), out, layers="top", shard_lines=2, runner=runner)
+    with ek.load_embeddings(out) as embeddings:
+        assert [v.shape for v in embeddings] == [(3, 256), (3, 256), (1, 256)]  # [T, D]
+    ```
+    """
     options = pipeline_options(num_workers, beam_options)
 
     def run(scan: InputScan, folder: str, shards: list[int], manifest: dict, commit: Commit) -> None:

@@ -45,38 +45,117 @@ IDENTITY = {
 
 
 def shard_name(shard: int) -> str:
+    """The file name of shard ``shard`` in a run folder.
+
+    Args:
+        shard: int, the 0-based shard number.
+
+    Returns:
+        ``"shard-KKKKKK.h5"``, e.g. ``"shard-000012.h5"`` for shard 12.
+    """
     return f"shard-{shard:06d}.h5"
 
 
 def record_name(shard: int) -> str:
-    """A committed shard whose values are in an hdf5 file being assembled (see the module docstring)."""
+    """The file name of the record that commits ``shard`` whose values are in an hdf5 file being assembled
+    (see the module docstring).
+
+    Args:
+        shard: int, the 0-based shard number.
+
+    Returns:
+        ``"shard-KKKKKK.json"``.
+    """
     return f"shard-{shard:06d}.json"
 
 
 def is_committed(folder: str, shard: int) -> bool:
-    """Whether ``shard`` has a shard file or a record in ``folder`` (either exists only once complete)."""
+    """Whether ``shard`` has a shard file or a record in ``folder`` (either exists only once complete).
+
+    Args:
+        folder: the run folder.
+        shard: int, the 0-based shard number.
+
+    Returns:
+        bool.
+    """
     return any(os.path.exists(os.path.join(folder, name(shard))) for name, _ in committed_forms())
 
 
 def committed_forms() -> tuple:
-    """The ways a shard is committed in a run folder: (file name of shard k, check that such a file is whole)."""
+    """The ways a shard is committed in a run folder: (file name of shard k, check that such a file is whole).
+
+    Returns:
+        ``((shard_name, shard_is_complete), (record_name, record_is_complete))``.
+    """
     return (shard_name, shard_is_complete), (record_name, record_is_complete)
 
 
 def reduce_layers(array: np.ndarray, layers: str) -> np.ndarray:
-    """[L, T, D] -> itself ("all"), the top layer [T, D] ("top") or the mean over layers [T, D] ("average")."""
+    """[L, T, D] -> itself ("all"), the top layer [T, D] ("top") or the mean over layers [T, D] ("average").
+
+    Args:
+        array: one line's layers, [L, T, D].
+        layers: one of :data:`LAYER_CHOICES`: "all", "top" or "average".
+
+    Returns:
+        [L, T, D] for "all", else [T, D].
+
+    Example:
+
+    ```python
+    import numpy as np
+    from elmo_keras.corpus.layout import reduce_layers
+
+    array = np.arange(24, dtype="float32").reshape(3, 2, 4)  # [L, T, D]
+    assert reduce_layers(array, "top").shape == (2, 4)
+    np.testing.assert_array_equal(reduce_layers(array, "average"), array[1])
+    ```
+    """
     return array if layers == "all" else array[-1] if layers == "top" else array.mean(axis=0)
 
 
 def token_slice(ndim: int, start: int, stop: int) -> tuple[slice, ...]:
-    """Index of tokens ``start:stop`` in a shard's ``values`` ([L, T, D] or [T, D]: the token axis is ndim - 2)."""
+    """Index of tokens ``start:stop`` in a shard's ``values`` ([L, T, D] or [T, D]: the token axis is ndim - 2).
+
+    Args:
+        ndim: int, 3 or 2: the number of dimensions of ``values``.
+        start: int, the first token.
+        stop: int, one past the last token.
+
+    Returns:
+        A tuple of slices, to index ``values`` with.
+    """
     return (slice(None),) * (ndim - 2) + (slice(start, stop),)
 
 
 def write_shard(
     path: str, arrays: Sequence[np.ndarray], first_line: int, storage_dtype: str, scratch: Scratch | None = None
 ) -> None:
-    """Write one shard atomically: ``arrays`` are lines ``first_line ...`` ([L, T_i, D] or [T_i, D] each)."""
+    """Write one shard atomically: ``arrays`` are lines ``first_line ...`` ([L, T_i, D] or [T_i, D] each).
+
+    Args:
+        path: the shard file to write (under a temporary name, then renamed to ``path``).
+        arrays: one array per line, all of the same rank, layers and dimension.
+        first_line: int, the input line number of ``arrays[0]``.
+        storage_dtype: "float32" or "float16", the stored dtype.
+        scratch: a :class:`~elmo_keras.corpus.direct_io.Scratch` to assemble the values in (reused between
+            calls of one thread), or `None` for a new one. Defaults to `None`.
+
+    Example:
+
+    ```python
+    import os, tempfile
+    import h5py
+    import numpy as np
+    from elmo_keras.corpus.layout import write_shard
+
+    path = os.path.join(tempfile.mkdtemp(), "shard-000000.h5")
+    write_shard(path, [np.ones((2, 4)), np.zeros((0, 4)), np.ones((3, 4))], 0, "float16")
+    with h5py.File(path, "r") as f:
+        assert f["values"].shape == (5, 4) and list(f["offsets"]) == [0, 2, 2, 5]
+    ```
+    """
     axis = arrays[0].ndim - 2
     offsets = np.concatenate([[0], np.cumsum([a.shape[axis] for a in arrays])]).astype(np.int64)
     shape = list(arrays[0].shape)
@@ -103,12 +182,30 @@ def commit_shard_file(
     storage_dtype: str,
     scratch: Scratch | None = None,
 ) -> None:
-    """Commit ``shard`` (lines ``shard * shard_lines ...``) as its shard file in the run folder ``folder``."""
+    """Commit ``shard`` (lines ``shard * shard_lines ...``) as its shard file in the run folder ``folder``.
+
+    Args:
+        folder: the run folder.
+        shard: int, the 0-based shard number.
+        arrays: one array per line of the shard ([L, T_i, D] or [T_i, D] each).
+        shard_lines: int, lines per shard of the run.
+        storage_dtype: "float32" or "float16", the stored dtype.
+        scratch: a :class:`~elmo_keras.corpus.direct_io.Scratch` to assemble the values in, or `None` for a new
+            one. Defaults to `None`.
+    """
     write_shard(os.path.join(folder, shard_name(shard)), arrays, shard * shard_lines, storage_dtype, scratch)
 
 
 def shard_is_complete(path: str, lines: int) -> bool:
-    """True when ``path`` opens as a shard of ``lines`` lines (a committed shard always does)."""
+    """True when ``path`` opens as a shard of ``lines`` lines (a committed shard always does).
+
+    Args:
+        path: a shard file.
+        lines: int, the number of lines the shard should hold.
+
+    Returns:
+        bool.
+    """
     try:
         with h5py.File(path, "r") as f:
             return f["offsets"].shape == (lines + 1,) and "values" in f
@@ -117,6 +214,15 @@ def shard_is_complete(path: str, lines: int) -> bool:
 
 
 def read_record(path: str) -> dict:
+    """The contents of a record (see :func:`commit_record`).
+
+    Args:
+        path: a ``shard-KKKKKK.json`` record.
+
+    Returns:
+        A dict: ``first_line``, ``file`` (the values file, in the record's folder), ``dtype`` and ``lines`` (a
+        ``[start, shape]`` pair per line; start None for an empty line).
+    """
     with open(path, encoding="utf-8") as f:
         return json.load(f)
 
@@ -125,7 +231,32 @@ def commit_record(
     folder: str, shard: int, first_line: int, values_path: str, dtype: str, starts: Sequence[int | None], shapes
 ) -> None:
     """Commit ``shard`` (lines ``first_line ...``) by a record: its lines' values lie in ``values_path`` (a file in
-    ``folder``, already on disk), of ``dtype``, at file offsets ``starts`` (None: empty) with ``shapes``."""
+    ``folder``, already on disk), of ``dtype``, at file offsets ``starts`` (None: empty) with ``shapes``.
+
+    Args:
+        folder: the run folder.
+        shard: int, the 0-based shard number.
+        first_line: int, the input line number of the shard's first line.
+        values_path: the file in ``folder`` that holds the values.
+        dtype: str, their dtype ("float32" or "float16").
+        starts: per line, the file offset of its values, or None for an empty line.
+        shapes: per line, the shape of its array.
+
+    Example:
+
+    ```python
+    import os, tempfile
+    import numpy as np
+    from elmo_keras.corpus.layout import commit_record, read_recorded_lines, record_name
+
+    folder = tempfile.mkdtemp()
+    values = os.path.join(folder, "values.bin")
+    np.arange(6, dtype="float32").tofile(values)
+    commit_record(folder, 0, 0, values, "float32", [0, None, 8], [(2, 1), (0, 1), (4, 1)])
+    lines = read_recorded_lines(os.path.join(folder, record_name(0)))
+    assert [a.shape for a in lines] == [(2, 1), (0, 1), (4, 1)] and lines[2][0, 0] == 2.0
+    ```
+    """
     record = {
         "first_line": first_line,
         "file": os.path.basename(values_path),
@@ -137,7 +268,15 @@ def commit_record(
 
 
 def record_is_complete(path: str, lines: int) -> bool:
-    """True when the record ``path`` describes ``lines`` lines that lie inside its values file."""
+    """True when the record ``path`` describes ``lines`` lines that lie inside its values file.
+
+    Args:
+        path: a ``shard-KKKKKK.json`` record.
+        lines: int, the number of lines the shard should hold.
+
+    Returns:
+        bool.
+    """
     try:
         record = read_record(path)
         source = os.path.join(os.path.dirname(path), record["file"])
@@ -149,7 +288,14 @@ def record_is_complete(path: str, lines: int) -> bool:
 
 
 def read_recorded_lines(path: str) -> list[np.ndarray]:
-    """The lines a record commits, read from its values file at the recorded offsets (no HDF5 involved)."""
+    """The lines a record commits, read from its values file at the recorded offsets (no HDF5 involved).
+
+    Args:
+        path: a ``shard-KKKKKK.json`` record.
+
+    Returns:
+        One array per line, of the recorded dtype and shape.
+    """
     record = read_record(path)
     dtype = np.dtype(record["dtype"])
     arrays = []
@@ -162,6 +308,14 @@ def read_recorded_lines(path: str) -> list[np.ndarray]:
 
 
 def read_manifest(folder: str) -> dict:
+    """The ``manifest.json`` of a run folder.
+
+    Args:
+        folder: the run folder.
+
+    Returns:
+        The manifest, a dict.
+    """
     with open(os.path.join(folder, MANIFEST), encoding="utf-8") as f:
         return json.load(f)
 
@@ -174,7 +328,25 @@ def _field(manifest: dict, dotted: str):
 
 
 def manifest_differences(old: dict, new: dict) -> list[str]:
-    """What makes ``new`` a different run from ``old``, in words (empty when it may resume)."""
+    """What makes ``new`` a different run from ``old``, in words (empty when it may resume).
+
+    Args:
+        old: the manifest in the run folder.
+        new: the manifest of the run being started.
+
+    Returns:
+        One phrase per :data:`IDENTITY` field that differs.
+
+    Example:
+
+    ```python
+    from elmo_keras.corpus.layout import manifest_differences
+
+    old = {"layers": "all", "input": {"size": 10}}
+    assert manifest_differences(old, old) == []
+    assert manifest_differences(old, {**old, "layers": "top"}) == ["--layers ('all' then, 'top' now)"]
+    ```
+    """
     return [
         f"{IDENTITY[key]} ({_field(old, key)!r} then, {_field(new, key)!r} now)"
         for key in IDENTITY

@@ -19,6 +19,26 @@ class Embeddings:
     """Read-only embeddings written by ``elmo-keras embed`` (any format): ``len()``, ``[i]`` -> float32 array
     for input line ``i`` ([L, T, D] for ``--layers all``, [T, D] for top/average), iteration in line order.
     Use as a context manager or call :meth:`close`.
+
+    Made by :func:`load_embeddings`: a :class:`ShardedEmbeddings`, :class:`HDF5Embeddings` or
+    :class:`NpyEmbeddings`. ``layers`` is the run's ``--layers`` (None where the output does not say).
+
+    Example:
+
+    ```python
+    import json, os, tempfile
+    import numpy as np
+    from elmo_keras.corpus.readers import load_embeddings
+
+    folder = tempfile.mkdtemp()  # an npy folder, as `elmo-keras embed --format npy` writes it
+    np.save(os.path.join(folder, "0.npy"), np.ones((2, 4), "float16"))
+    np.save(os.path.join(folder, "1.npy"), np.zeros((0, 4), "float16"))
+    with open(os.path.join(folder, "sentence_to_index.json"), "w") as f:
+        json.dump({"The bank": [0], "": [1]}, f)
+    with load_embeddings(folder) as embeddings:
+        assert len(embeddings) == 2 and embeddings[-1].shape == (0, 4)
+        assert [v.dtype for v in embeddings] == [np.float32, np.float32]
+    ```
     """
 
     layers: str | None = None
@@ -41,6 +61,7 @@ class Embeddings:
         return (self[i] for i in range(len(self)))
 
     def close(self) -> None:
+        """Close the files held open (reading afterwards is an error)."""
         pass
 
     def __enter__(self) -> "Embeddings":
@@ -51,7 +72,12 @@ class Embeddings:
 
 
 class ShardedEmbeddings(Embeddings):
-    """A ``--format shards`` folder; ``[i]`` opens (and keeps open, a few at a time) only the shard it needs."""
+    """A ``--format shards`` folder; ``[i]`` opens (and keeps open, a few at a time) only the shard it needs.
+
+    Args:
+        folder: the run folder (complete or not: :func:`load_embeddings` refuses an unfinished one).
+        manifest: its manifest (:func:`~elmo_keras.corpus.layout.read_manifest`).
+    """
 
     max_open = 8
 
@@ -78,12 +104,17 @@ class ShardedEmbeddings(Embeddings):
         return values[token_slice(values.ndim, offsets[j], offsets[j + 1])]
 
     def close(self) -> None:
+        """Close the open shard files."""
         while self._open:
             self._open.popitem()[1][0].close()
 
 
 class HDF5Embeddings(Embeddings):
-    """The original tools' layout: one dataset per line index ("0", "1", ...) plus ``sentence_to_index``."""
+    """The original tools' layout: one dataset per line index ("0", "1", ...) plus ``sentence_to_index``.
+
+    Args:
+        path: the hdf5 file.
+    """
 
     def __init__(self, path: str):
         self.file = h5py.File(path, "r")
@@ -99,14 +130,20 @@ class HDF5Embeddings(Embeddings):
 
     @property
     def sentence_to_index(self) -> dict[str, list[int]]:
+        """Line text -> the line indices that hold it."""
         return json.loads(self.file["sentence_to_index"][0])
 
     def close(self) -> None:
+        """Close the hdf5 file."""
         self.file.close()
 
 
 class NpyEmbeddings(Embeddings):
-    """A ``--format npy`` folder: ``{i}.npy`` per line plus ``sentence_to_index.json``."""
+    """A ``--format npy`` folder: ``{i}.npy`` per line plus ``sentence_to_index.json``.
+
+    Args:
+        folder: the npy folder.
+    """
 
     def __init__(self, folder: str):
         self.folder = folder
@@ -119,7 +156,34 @@ class NpyEmbeddings(Embeddings):
 
 
 def load_embeddings(path: str | os.PathLike) -> Embeddings:
-    """Open what ``elmo-keras embed`` wrote (hdf5 file, shards folder or npy folder), read-only."""
+    """Open what ``elmo-keras embed`` wrote (hdf5 file, shards folder or npy folder), read-only.
+
+    Args:
+        path: the output of :func:`elmo_keras.embed_file` (``elmo-keras embed``).
+
+    Returns:
+        An :class:`Embeddings`: ``[i]`` is the float32 array of input line ``i``.
+
+    Raises:
+        InputError: ``path`` is missing, an unfinished run, or not such an output.
+
+    Example:
+
+    ```python
+    import os, tempfile
+    import elmo_keras as ek
+
+    folder = tempfile.mkdtemp()
+    with open(os.path.join(folder, "in.txt"), "w") as f:
+        f.write("The bank .\\nA loan .\\n")
+    embedder = ek.ElmoEmbedder.from_preset("brown-small", dtype="float32")
+    out = os.path.join(folder, "out.hdf5")
+    ek.embed_file(embedder, os.path.join(folder, "in.txt"), out, layers="top", progress=False)
+    with ek.load_embeddings(out) as embeddings:
+        assert len(embeddings) == 2 and embeddings[0].shape == (3, 256)  # [T, D]
+        assert embeddings.sentence_to_index == {"The bank .": [0], "A loan .": [1]}
+    ```
+    """
     path = os.fspath(path)
     if os.path.isdir(path):
         if os.path.exists(os.path.join(path, MANIFEST)):

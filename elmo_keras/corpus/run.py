@@ -47,7 +47,16 @@ class Embedder(Protocol):
 
     bilm: keras.Layer
 
-    def embed_sentences(self, sentences: Sequence[Sequence[str]]) -> Iterator[np.ndarray]: ...
+    def embed_sentences(self, sentences: Sequence[Sequence[str]]) -> Iterator[np.ndarray]:
+        """Embed token lists, in order.
+
+        Args:
+            sentences: token lists.
+
+        Returns:
+            An iterator over one float array [L, T, D] per sentence.
+        """
+        ...
 
 
 #: commit(shard, its arrays): commits a shard computed in this process (a shard file or the hdf5 assembly's record)
@@ -59,7 +68,15 @@ Runner = Callable[[InputScan, str, list[int], dict, Commit], None]
 
 @dataclasses.dataclass(frozen=True)
 class EmbedSettings:
-    """How lines become stored arrays; every field is part of the run's identity."""
+    """How lines become stored arrays; every field is part of the run's identity. Checked when made
+    (:class:`InputError`).
+
+    Args:
+        layers: "all", "top" or "average". Defaults to "all".
+        output_format: "hdf5", "shards" or "npy". Defaults to "hdf5".
+        storage_dtype: "float32" or "float16". Defaults to "float32".
+        shard_lines: int >= 1, lines per shard. Defaults to 1024.
+    """
 
     layers: str = "all"
     output_format: str = "hdf5"
@@ -80,7 +97,14 @@ class EmbedSettings:
 
 def model_identity(embedder: Embedder) -> dict:
     """sha256 over the biLM's config (less its auto-generated name) and every weight, and its dtype policy:
-    any change of model files is seen, a second load of the same files is the same model."""
+    any change of model files is seen, a second load of the same files is the same model.
+
+    Args:
+        embedder: an :class:`Embedder` (its ``bilm``).
+
+    Returns:
+        The model's part of a run's manifest: ``{"sha256": ..., "dtype": ...}``.
+    """
     bilm = embedder.bilm
     config = {k: v for k, v in bilm.get_config().items() if k != "name"}
     digest = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode())
@@ -92,6 +116,14 @@ def model_identity(embedder: Embedder) -> dict:
 
 
 def partial_path(output_path: str) -> str:
+    """The run folder of ``output_path``.
+
+    Args:
+        output_path: the run's OUTPUT.
+
+    Returns:
+        ``output_path + ".partial"``.
+    """
     return os.fspath(output_path) + ".partial"
 
 
@@ -112,7 +144,12 @@ def check_overlap(output_path: str, keep: dict[str, str]) -> None:
     """Refuse (:class:`InputError`) an OUTPUT whose writing would destroy a file the run needs: ``keep`` maps a
     name ("input", "--weights", ...) to its path. The run replaces OUTPUT (a folder with all in it, for shards /
     npy) and deletes OUTPUT.partial, so neither may be or hold such a file; paths are compared resolved (symbolic
-    links, ``./``)."""
+    links, ``./``).
+
+    Args:
+        output_path: the run's OUTPUT.
+        keep: name -> path of each file the run needs.
+    """
     output, folder = os.path.realpath(output_path), os.path.realpath(partial_path(output_path))
     for name, path in keep.items():
         real = os.path.realpath(path)
@@ -133,7 +170,15 @@ def check_paths(
 ) -> None:
     """Fail before any work when the input or the output place is wrong (:class:`InputError`), including an
     output that overlaps the input or the files in ``keep`` (see :func:`check_overlap`). (A finished run folder
-    left by a kill between publishing OUTPUT and deleting the folder is removed first.)"""
+    left by a kill between publishing OUTPUT and deleting the folder is removed first.)
+
+    Args:
+        input_path: the input text file.
+        output_path: the run's OUTPUT.
+        output_format: "hdf5", "shards" or "npy".
+        overwrite: bool, whether an existing OUTPUT may be replaced.
+        keep: more files the run needs, name -> path, or `None`. Defaults to `None`.
+    """
     check_overlap(output_path, {"input": input_path, **(keep or {})})
     _remove_finished_leftover(output_path)
     if not os.path.exists(input_path):
@@ -160,6 +205,16 @@ def check_paths(
 
 
 def new_manifest(scan: InputScan, model: dict, settings: EmbedSettings) -> dict:
+    """The manifest of a run that is not complete yet.
+
+    Args:
+        scan: the input's :class:`~elmo_keras.corpus.lines.InputScan`.
+        model: the model's identity (:func:`model_identity`).
+        settings: the run's :class:`EmbedSettings`.
+
+    Returns:
+        The manifest, a dict (written as ``manifest.json``).
+    """
     return {
         "format": layout.FORMAT_NAME,
         "version": layout.FORMAT_VERSION,
@@ -176,7 +231,17 @@ def new_manifest(scan: InputScan, model: dict, settings: EmbedSettings) -> dict:
 
 @contextlib.contextmanager
 def open_run(folder: str, manifest: dict, restart: bool) -> Iterator[dict]:
-    """Create or reopen the run folder ``folder`` (locked against a second run) and yield its manifest."""
+    """Create or reopen the run folder ``folder`` (locked against a second run) and yield its manifest.
+
+    Args:
+        folder: the run folder.
+        manifest: the new run's manifest; an existing run folder's must agree on every
+            :data:`~elmo_keras.corpus.layout.IDENTITY` field (else :class:`InputError`).
+        restart: bool, delete an existing run folder first.
+
+    Returns:
+        A context manager that yields the manifest and holds the lock.
+    """
     if restart and os.path.lexists(folder):
         shutil.rmtree(folder) if os.path.isdir(folder) else os.remove(folder)
     if os.path.lexists(folder) and not os.path.exists(os.path.join(folder, layout.MANIFEST)):
@@ -207,7 +272,18 @@ def open_run(folder: str, manifest: dict, restart: bool) -> Iterator[dict]:
 
 def embed_shard(embedder: Embedder, scan: InputScan, stream: BinaryIO, shard: int, layers: str) -> list[np.ndarray]:
     """Embed the lines of ``shard`` (read from ``stream``; the embedder's length sorting spans the shard) -> one
-    array per line, reduced per ``layers``."""
+    array per line, reduced per ``layers``.
+
+    Args:
+        embedder: an :class:`Embedder`.
+        scan: the input's :class:`~elmo_keras.corpus.lines.InputScan`.
+        stream: the input file, opened binary.
+        shard: int, the 0-based shard number.
+        layers: "all", "top" or "average".
+
+    Returns:
+        One float array per line: [L, T, D] for "all", else [T, D].
+    """
     first, count = scan.shard_range(shard)
     stream.seek(scan.shard_starts[shard])
     token_lists = [tokenize(line) for line in read_lines(stream, scan.path, first, count)]
@@ -244,7 +320,15 @@ def local_runner(embedder: Embedder, progress: bool = True) -> Runner:
     """Embed shards in this process one at a time, each committed as soon as it is computed: ``commit`` runs in
     a thread, overlapping with the next shard's model work, so a kill loses at most two shards (the one being
     embedded and the one being written). SIGINT / SIGTERM stop the run once the shard being embedded is
-    committed (KeyboardInterrupt then), a second one at once."""
+    committed (KeyboardInterrupt then), a second one at once.
+
+    Args:
+        embedder: an :class:`Embedder`.
+        progress: bool, show a progress bar. Defaults to `True`.
+
+    Returns:
+        A :data:`Runner`.
+    """
 
     def run(scan: InputScan, folder: str, shards: list[int], manifest: dict, commit: Commit) -> None:
         bar = keras.utils.Progbar(
@@ -278,7 +362,15 @@ def local_runner(embedder: Embedder, progress: bool = True) -> Runner:
 
 def committed_shards(folder: str, scan: InputScan) -> list[int]:
     """Shards already in ``folder`` (a shard file or a record); a damaged one (only possible through outside harm)
-    is deleted."""
+    is deleted.
+
+    Args:
+        folder: the run folder.
+        scan: the input's :class:`~elmo_keras.corpus.lines.InputScan`.
+
+    Returns:
+        The committed shards' numbers, ascending.
+    """
     done = []
     for shard in range(scan.shards):
         for name, complete in layout.committed_forms():
@@ -391,6 +483,41 @@ def embed_file(
     existing output (at the end, atomically). ``runner`` computes the shards (default: in this process;
     :func:`elmo_keras.corpus.beam.beam_runner` runs them on Apache Beam). Read the result with
     :func:`elmo_keras.load_embeddings`.
+
+    Args:
+        embedder: an :class:`elmo_keras.ElmoEmbedder` (or any :class:`Embedder`).
+        input_path: the input text file, one sentence per line, UTF-8.
+        output_path: the output file (hdf5) or folder (shards, npy).
+        layers: "all" ([L, T, D] per line), "top" or "average" ([T, D]). Defaults to "all".
+        fmt: "hdf5", "shards" or "npy". Defaults to "hdf5".
+        long_line: int, lines of more tokens are counted in the report (and embedded in full). Defaults to 400.
+        storage_dtype: "float32" or "float16", the stored dtype. Defaults to "float32".
+        shard_lines: int, lines per shard: the unit of committing and resuming. Defaults to 1024.
+        overwrite: bool, allow replacing an existing output. Defaults to `False`.
+        restart: bool, discard an interrupted run instead of resuming it. Defaults to `False`.
+        runner: a :data:`Runner` that computes the shards, or `None` to compute them in this process. Defaults to
+            `None`.
+        progress: bool, show a progress bar. Defaults to `True`.
+
+    Returns:
+        A one-line report (lines, reused, empty and long lines, seconds).
+
+    Example:
+
+    ```python
+    import os, tempfile
+    import elmo_keras as ek
+
+    folder = tempfile.mkdtemp()
+    with open(os.path.join(folder, "in.txt"), "w") as f:
+        f.write("The bank .\\n\\nA loan .\\n")
+    embedder = ek.ElmoEmbedder.from_preset("brown-small", dtype="float32")
+    out = os.path.join(folder, "out")
+    print(ek.embed_file(embedder, os.path.join(folder, "in.txt"), out, fmt="shards", shard_lines=2,
+                        storage_dtype="float16", progress=False))
+    with ek.load_embeddings(out) as embeddings:
+        assert [v.shape for v in embeddings] == [(3, 3, 256), (3, 0, 256), (3, 3, 256)]  # [L, T, D]
+    ```
     """
     settings = EmbedSettings(layers, fmt, storage_dtype, shard_lines)
     shown = os.fspath(output_path)
