@@ -382,7 +382,7 @@ def _run_train(args: argparse.Namespace) -> int:
         args.data, args.test, args.text_column, args.label_column, args.multi_label, args.label_separator, args.seed
     )
     options, weights = _model_files(args)
-    folder, name = os.path.split(os.path.abspath(args.out))
+    folder, name = os.path.split(os.path.realpath(args.out))  # a link's target is what gets written
     with exclusive_lock(folder, f"train --out {args.out}", name=f".{name}.lock"):
         model = train_model(
             task,

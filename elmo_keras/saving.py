@@ -41,7 +41,7 @@ def labels_path(model_path: str | os.PathLike) -> str:
     Returns:
         The labels file's path.
     """
-    return os.fspath(model_path) + ".labels.json"
+    return os.path.realpath(model_path) + ".labels.json"
 
 
 def save_model(model: keras.Model, path: str | os.PathLike, label_names: Sequence[str] | None = None) -> str:
@@ -71,10 +71,10 @@ def save_model(model: keras.Model, path: str | os.PathLike, label_names: Sequenc
     assert read_labels(path) == ["no", "yes"]
     ```
     """
-    path = os.fspath(path)
-    if not path.endswith(".keras"):
-        raise InputError(f"{path}: a model file name must end in .keras, e.g. model.keras")
-    folder, name = os.path.split(os.path.abspath(path))
+    given, path = os.fspath(path), os.path.realpath(path)  # through a link: its target is replaced, the link stays
+    if not given.endswith(".keras"):
+        raise InputError(f"{given}: a model file name must end in .keras, e.g. model.keras")
+    folder, name = os.path.split(path)
     staging = tempfile.mkdtemp(prefix=f".{name}.", suffix=TMP_SUFFIX, dir=folder)  # Keras wants a .keras name
     try:
         tmp = os.path.join(staging, name)
@@ -83,13 +83,13 @@ def save_model(model: keras.Model, path: str | os.PathLike, label_names: Sequenc
         os.replace(tmp, path)
         fsync_path(folder)
     except OSError as err:  # e.g. a full disk: name the file the user asked for, not Keras' buffer
-        err.filename = err.filename or path
+        err.filename = err.filename or given
         raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     if label_names is not None:
         write_json(labels_path(path), [str(name) for name in label_names])
-    return path
+    return given
 
 
 def read_labels(model_path: str | os.PathLike) -> list[str] | None:

@@ -211,6 +211,15 @@ def test_existing_output_is_never_replaced_without_overwrite(embedder, awkward_f
     ek.embed_file(embedder, awkward_file, shards, fmt="shards", layers="all", overwrite=True, progress=False)
     with ek.load_embeddings(shards) as got:
         assert got.layers == "all" and got[0].ndim == 3
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "keep.txt").write_text("not ours")
+    link = tmp_path / "link"
+    link.symlink_to(other)  # --overwrite of a link to a folder replaces the link, never what it points to
+    ek.embed_file(embedder, awkward_file, link, fmt="shards", overwrite=True, progress=False)
+    assert not link.is_symlink() and (other / "keep.txt").read_text() == "not ours"
+    with ek.load_embeddings(link) as got:
+        assert len(got) == 8
     assert [n for n in os.listdir(tmp_path) if n.endswith(".tmp")] == []
 
 
@@ -275,6 +284,10 @@ def test_a_second_run_on_the_same_output_is_refused(embedder, awkward_file, tmp_
     with corpus_run.open_run(f"{out}.partial", manifest, restart=False):
         with pytest.raises(InputError, match="another embed run is writing"):
             ek.embed_file(embedder, awkward_file, out, progress=False)
+        (tmp_path / "out.h5.partial" / "shard-000000.h5").write_bytes(b"a committed piece")
+        with pytest.raises(InputError, match="another embed run is writing"):  # --restart deletes nothing then
+            ek.embed_file(embedder, awkward_file, out, restart=True, progress=False)
+        assert (tmp_path / "out.h5.partial" / "shard-000000.h5").read_bytes() == b"a committed piece"
 
 
 @pytest.mark.parametrize(

@@ -58,7 +58,7 @@ def test_a_csv_with_a_byte_order_mark_reads(tmp_path):
     [
         ("missing.csv", None, "data file not found: missing.csv"),
         (".", None, ". is a folder; give a CSV file with a header row"),
-        ("d.csv", "missing.csv", "data file not found: missing.csv"),
+        ("d.csv", "missing.csv", "test file not found: missing.csv"),
     ],
 )
 def test_missing_data_files(tmp_path, model_args, capsys, monkeypatch, data, test, words):
@@ -99,3 +99,17 @@ def test_a_second_train_on_the_same_out_is_refused(tmp_path, model_args, capsys)
             f"another train --out {tmp_path / 'm.keras'} run is writing {tmp_path}; wait for it to finish",
         )
     assert not (tmp_path / "m.keras").exists()
+
+
+def test_saving_through_a_link_replaces_its_target_and_keeps_the_link(tmp_path):
+    import keras
+
+    from elmo_keras.saving import load_model, read_labels, save_model
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2, activation="softmax")])
+    (tmp_path / "real.keras").write_bytes(b"an older model")
+    (tmp_path / "link.keras").symlink_to(tmp_path / "real.keras")
+    assert save_model(model, tmp_path / "link.keras", ["no", "yes"]) == str(tmp_path / "link.keras")
+    assert (tmp_path / "link.keras").is_symlink()
+    assert read_labels(tmp_path / "link.keras") == read_labels(tmp_path / "real.keras") == ["no", "yes"]
+    assert load_model(tmp_path / "link.keras").output_shape == (None, 2)

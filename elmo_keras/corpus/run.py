@@ -242,9 +242,9 @@ def open_run(folder: str, manifest: dict, restart: bool) -> Iterator[dict]:
     Returns:
         A context manager that yields the manifest and holds the lock.
     """
-    if restart and os.path.lexists(folder):
-        shutil.rmtree(folder) if os.path.isdir(folder) else os.remove(folder)
-    if os.path.lexists(folder) and not os.path.exists(os.path.join(folder, layout.MANIFEST)):
+    if restart and os.path.lexists(folder) and (os.path.islink(folder) or not os.path.isdir(folder)):
+        os.remove(folder)
+    if not restart and os.path.lexists(folder) and not os.path.exists(os.path.join(folder, layout.MANIFEST)):
         raise InputError(
             f"{folder} is not a resumable run (left by an older elmo-keras, or not ours): remove "
             f"it, or pass --restart to discard it"
@@ -255,6 +255,11 @@ def open_run(folder: str, manifest: dict, restart: bool) -> Iterator[dict]:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise InputError(f"another embed run is writing {folder}; wait for it to finish") from None
+        if restart:  # only once the lock is ours: a running run's pieces are never deleted under it
+            for name in os.listdir(folder):
+                if name != LOCK:
+                    path = os.path.join(folder, name)
+                    shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
         if os.path.exists(os.path.join(folder, layout.MANIFEST)):
             old = layout.read_manifest(folder)
             differences = layout.manifest_differences(old, manifest)

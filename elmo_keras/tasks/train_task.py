@@ -24,11 +24,12 @@ log = logging.getLogger(__name__)
 Task = TextClassificationData  # texts (object arrays) + int labels, or -1-padded label indices when multi-label
 
 
-def _read_csv(path: str, text_column: str, label_column: str) -> tuple[list[str], list[str]]:
-    """(texts, labels) of a CSV with a header row (UTF-8, with or without the byte-order mark Excel writes)."""
+def _read_csv(path: str, text_column: str, label_column: str, what: str = "data") -> tuple[list[str], list[str]]:
+    """(texts, labels) of a CSV with a header row (UTF-8, with or without the byte-order mark Excel writes);
+    ``what`` ("data" or "test") names the file in errors."""
     if not os.path.isfile(path):
         raise InputError(
-            f"data file not found: {path}"
+            f"{what} file not found: {path}"
             if not os.path.exists(path)
             else f"{path} is a folder; give a CSV file with a header row"
         )
@@ -119,7 +120,7 @@ def load_task(
         return Task(d.train_texts, d.train_labels, d.test_texts, d.test_labels, d.class_names)
     texts, labels = _read_csv(data, text_column, label_column)
     if test:
-        test_texts, test_labels = _read_csv(test, text_column, label_column)
+        test_texts, test_labels = _read_csv(test, text_column, label_column, "test")
     else:
         is_test = _split_test(data, labels, seed, multi_label)
         test_texts = [t for t, m in zip(texts, is_test) if m]

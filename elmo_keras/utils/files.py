@@ -139,7 +139,9 @@ def publish(src: str, dst: str) -> None:
     parent = os.path.dirname(os.path.abspath(dst))
     if os.path.isdir(src) and os.path.lexists(dst):
         aside = tempfile.mkdtemp(prefix=f".{os.path.basename(dst)}.old.", suffix=TMP_SUFFIX, dir=parent)
-        os.replace(dst, aside if os.path.isdir(dst) else os.path.join(aside, "old"))
+        # a symbolic link (even to a folder) is moved aside itself: what it points to is never touched
+        real_folder = os.path.isdir(dst) and not os.path.islink(dst)
+        os.replace(dst, aside if real_folder else os.path.join(aside, "old"))
         os.replace(src, dst)
         shutil.rmtree(aside, ignore_errors=True)
     else:
