@@ -17,23 +17,8 @@ import numpy as np
 
 import elmo_keras as ek
 from tests.fresh import run_cli, run_fresh
+from tests.test_bad_input_cli import TINY_LM, TRAIN
 
-TRAIN = Path(__file__).parent / "fixtures" / "bilm-tf" / "train"
-TINY_LM = {
-    "char_cnn": {"filters": [[1, 8], [2, 8], [3, 16]], "n_highway": 1, "embedding": {"dim": 4}},
-    "lstm": {
-        "dim": 16,
-        "projection_dim": 8,
-        "n_layers": 2,
-        "cell_clip": 3,
-        "proj_clip": 3,
-        "use_skip_connections": True,
-    },
-    "batch_size": 2,
-    "dropout": 0.0,
-    "backup_every_steps": 1,
-    "shuffle_buffer": 100,
-}
 ROWS = [("good fun movie", "pos"), ("bad boring film", "neg"), ("great acting", "pos"), ("awful plot", "neg")]
 
 
