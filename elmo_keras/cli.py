@@ -2,9 +2,12 @@
 
 elmo-keras pretrain --train FILES --valid FILE --options OPTIONS.json --out DIR [--epochs N]
 elmo-keras embed INPUT.txt OUTPUT.hdf5 (--preset NAME | --options F --weights F) [--layers all|top|average]
-                 [--format hdf5|shards|npy] [--overwrite] [--restart] [--runner local|beam]
+                 [--pool mean|max] [--format hdf5|shards|npy] [--overwrite] [--restart] [--runner local|beam]
 elmo-keras train [--data ag_news|FILE.csv] (--preset NAME | ...) [--head bigru] [--export saved_models/NAME]
 elmo-keras export MODEL.keras --out saved_models/NAME
+elmo-keras predict MODEL.keras INPUT.txt|INPUT.csv --out OUT.jsonl|OUT.csv [--top-k K] [--overwrite]
+elmo-keras evaluate MODEL.keras --data TEST.csv [--json OUT.json] [--top-k K]
+elmo-keras lm-predict --preset brown-small "The [bank] raised its rates ." [--top-k 10] [--direction both] [--json]
 elmo-keras presets
 """
 
@@ -17,6 +20,7 @@ from collections.abc import Callable, Sequence
 
 from elmo_keras.corpus.run import OUTPUT_FORMATS
 from elmo_keras.corpus.store import LAYER_CHOICES
+from elmo_keras.embed import VOCAB_CACHE_SIZE
 from elmo_keras.errors import InputError
 from elmo_keras.layers.fusion import MIX_MODES
 from elmo_keras.tasks.models import HEADS
@@ -116,9 +120,10 @@ def _model_source_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--weights", metavar="WEIGHTS.hdf5", help="weights that go with --options: a path or URL")
 
 
-def _model_files(args: argparse.Namespace) -> tuple[str, str]:
+def _model_files(args: argparse.Namespace, with_vocab: bool = False) -> tuple[str, ...]:
     """Local (options, weights) paths, through the one loader (:func:`elmo_keras.io.load.resolve`); a published
-    preset or a URL is downloaded once into the cache."""
+    preset, a URL or an archive is downloaded (extracted) once into the cache. ``with_vocab``: (options, weights,
+    vocab), vocab the model's vocab.txt(.gz) or None."""
     from elmo_keras.io.load import resolve
 
     if not args.preset and not args.weights:
@@ -129,7 +134,7 @@ def _model_files(args: argparse.Namespace) -> tuple[str, str]:
             f"--preset {args.preset!r} is a TF Hub module; this command reads released-layout files (options.json "
             "and weights.hdf5): load the module with ek.Elmo.from_hub in Python"
         )
-    return files.options, files.weights
+    return (files.options, files.weights, files.vocab) if with_vocab else (files.options, files.weights)
 
 
 def _run_presets(args: argparse.Namespace) -> int:
@@ -176,7 +181,15 @@ def _embed_arguments(parser: argparse.ArgumentParser) -> None:
         "--layers",
         choices=LAYER_CHOICES,
         default="all",
-        help="all: [n_layers+1, T, D] per line; top: [T, D]; average: [T, D] mean of the layers",
+        help="all: [n_layers+1, T, D] per line; top: [T, D]; average: [T, D] mean of the layers "
+        "(with --pool: [n_layers+1, D], [D], [D])",
+    )
+    parser.add_argument(
+        "--pool",
+        type=_pool_argument,
+        metavar="mean|max|mean,max",
+        help="one vector per line instead of its tokens: each layer (or the top / average one) pooled over the "
+        "line's tokens (mean,max: both, concatenated); an empty line is zeros, flagged in the reader's .empty",
     )
     parser.add_argument(
         "--format",
@@ -187,6 +200,14 @@ def _embed_arguments(parser: argparse.ArgumentParser) -> None:
         "one .npy per line",
     )
     parser.add_argument("--batch-size", type=_at_least(1), default=64, help="sentences per model call")
+    parser.add_argument(
+        "--vocab-cache",
+        type=_at_least(0),
+        default=VOCAB_CACHE_SIZE,
+        metavar="N",
+        help="the model's N most frequent words (its vocab.txt or vocab.txt.gz, where it has one) get their "
+        f"char-CNN vectors computed once up front; 0: none (default {VOCAB_CACHE_SIZE})",
+    )
     parser.add_argument(
         "--dtype",
         choices=tuple(_EMBED_DTYPES),
@@ -238,6 +259,15 @@ def _embed_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _pool_argument(value: str) -> tuple[str, ...]:
+    from elmo_keras.layers.pooling import pool_modes
+
+    try:
+        return pool_modes(value)
+    except InputError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def _raise_keyboard_interrupt(signum, frame):
     raise KeyboardInterrupt
 
@@ -250,7 +280,7 @@ def _run_embed(args: argparse.Namespace) -> int:
 
     if args.runner == "local" and (args.num_workers or args.beam_options):
         raise InputError("--num-workers and --beam-options need --runner beam")
-    options, weights = _model_files(args)
+    options, weights, vocab = _model_files(args, with_vocab=True)
     check_paths(args.input, args.output, args.format, args.overwrite, keep={"--options": options, "--weights": weights})
     compute, storage = _EMBED_DTYPES[args.dtype]
     if compute == "auto":
@@ -259,7 +289,15 @@ def _run_embed(args: argparse.Namespace) -> int:
         compute, reason = auto_choice()
         print(reason)
     try:
-        embedder = ElmoEmbedder(options, weights, dtype=compute, batch_size=args.batch_size, max_cache_size=100_000)
+        embedder = ElmoEmbedder(
+            options,
+            weights,
+            dtype=compute,
+            batch_size=args.batch_size,
+            max_cache_size=100_000,
+            vocab_file=vocab,
+            vocab_cache_size=args.vocab_cache,
+        )
     except (OSError, ValueError, KeyError) as err:
         raise InputError(f"cannot load the model ({options}, {weights}): {err}") from None
     runner = None
@@ -287,6 +325,7 @@ def _run_embed(args: argparse.Namespace) -> int:
             restart=args.restart,
             runner=runner,
             progress=True,
+            pool=args.pool,
         )
     except KeyboardInterrupt:
         return 130
@@ -440,6 +479,143 @@ def _run_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _classifier_arguments(parser: argparse.ArgumentParser) -> None:
+    """What ``predict`` and ``evaluate`` share."""
+    parser.add_argument("--batch-size", type=_at_least(1), default=32, help="texts per model call")
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=0.5,
+        help="multi-label models: a label is predicted when its score is at least this",
+    )
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+
+
+def _predict_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", metavar="MODEL.keras", help="a classifier saved by elmo-keras train")
+    parser.add_argument(
+        "input",
+        metavar="INPUT.txt|INPUT.csv",
+        help="a CSV with a header row (one text per row), or any other file: one text per line (line i -> row i)",
+    )
+    parser.add_argument("--out", required=True, metavar="OUT.jsonl|OUT.csv", help="the output; format by extension")
+    parser.add_argument("--top-k", type=_at_least(1), default=3, metavar="K", help="list the K best labels per row")
+    parser.add_argument("--text-column", metavar="NAME", help="the CSV column of the texts (default: text)")
+    _classifier_arguments(parser)
+
+
+def _run_predict(args: argparse.Namespace) -> int:
+    from elmo_keras.tasks.predict import predict_file
+
+    done = predict_file(
+        args.model,
+        args.input,
+        args.out,
+        top_k=args.top_k,
+        batch_size=args.batch_size,
+        text_column=args.text_column,
+        overwrite=args.overwrite,
+        threshold=args.threshold,
+        progress=True,
+    )
+    print(f"labelled {done['rows']} rows ({done['empty']} without tokens): {done['out']}")
+    return 0
+
+
+def _evaluate_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", metavar="MODEL.keras", help="a classifier saved by elmo-keras train")
+    parser.add_argument("--data", required=True, metavar="TEST.csv", help="a labelled CSV with a header row")
+    parser.add_argument("--json", metavar="OUT.json", help="also write the scores and the report as JSON")
+    parser.add_argument(
+        "--top-k",
+        type=_at_least(1),
+        default=5,
+        metavar="K",
+        help="the k of precision@k (multi-label) and of top-k accuracy (single-label, when k < classes)",
+    )
+    parser.add_argument("--text-column", default="text")
+    parser.add_argument("--label-column", default="label")
+    parser.add_argument("--label-separator", default="|", help="what joins the labels of a row (multi-label)")
+    _classifier_arguments(parser)
+
+
+def _run_evaluate(args: argparse.Namespace) -> int:
+    from elmo_keras.tasks.predict import evaluate_file
+
+    scores = evaluate_file(
+        args.model,
+        args.data,
+        args.json,
+        top_k=args.top_k,
+        batch_size=args.batch_size,
+        text_column=args.text_column,
+        label_column=args.label_column,
+        separator=args.label_separator,
+        threshold=args.threshold,
+        overwrite=args.overwrite,
+    )
+    shown = [k for k in scores if k in ("accuracy", "macro_f1", "top_k_accuracy", "micro_f1") or "_at_" in k]
+    print(f"{args.data}: {scores['rows']} rows: " + ", ".join(f"{k} {scores[k]:.4f}" for k in shown))
+    print(scores["report"])
+    if args.json:
+        print(f"scores: {args.json}")
+    return 0
+
+
+def _lm_predict_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "sentence",
+        metavar='"SENTENCE"',
+        help="one sentence, tokens split on whitespace, with the word to predict in brackets: "
+        '"The [bank] raised its rates ."',
+    )
+    parser.add_argument(
+        "--preset",
+        required=True,
+        metavar="NAME",
+        help="a biLM with its trained softmax: a preset (brown-small), a folder or URL that `elmo-keras "
+        "pretrain` wrote (vocab.txt + softmax.hdf5), or the .keras file of a trained BiLanguageModel",
+    )
+    parser.add_argument("--top-k", type=_at_least(1), default=10, metavar="K", help="words to list (default: 10)")
+    parser.add_argument(
+        "--direction",
+        choices=("both", "forward", "backward"),
+        default="both",
+        help="rank by the forward LM (left context), the backward LM (right context), or both (their normalised "
+        "product; default)",
+    )
+    parser.add_argument("--exclude-word", action="store_true", help="leave the bracketed word itself out")
+    parser.add_argument("--exclude-special", action="store_true", help="leave <S>, </S> and <UNK> out")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _run_lm_predict(args: argparse.Namespace) -> int:
+    import json
+
+    from elmo_keras.lm.model import BiLanguageModel
+    from elmo_keras.lm.predict import check_k, excluded_ids, format_table, marked_word, prediction_rows, top_words
+    from elmo_keras.saving import load_model
+
+    tokens, position = marked_word(args.sentence)  # a bad sentence fails before the model loads
+    if args.preset.endswith(".keras"):
+        lm = load_model(args.preset)
+        if not isinstance(lm, BiLanguageModel):
+            raise InputError(f"{args.preset} holds a {type(lm).__name__}, not a BiLanguageModel (a biLM + softmax)")
+    else:
+        lm = BiLanguageModel.from_preset(args.preset)
+    exclude = excluded_ids(lm.vocab, tokens[position], args.exclude_word, args.exclude_special)
+    check_k(args.top_k, len(lm.vocab) - len(exclude))
+    probabilities = {d: p[0] for d, p in lm.word_probabilities([(tokens, position)]).items()}
+    top = top_words(probabilities[args.direction], lm.vocab.tokens, args.top_k, exclude)
+    rows = prediction_rows(probabilities, lm.vocab.tokens, top)
+    if args.json:
+        print(json.dumps({"tokens": tokens, "position": position, "ranked_by": args.direction, "words": rows}))
+    else:
+        print(f"{args.sentence}  (word {position}, {tokens[position]!r}; ranked by {args.direction})")
+        print(format_table(rows, args.direction))
+    return 0
+
+
 #: subcommand name -> (help, add_arguments(parser), run(args) -> exit code)
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {
     "pretrain": ("pretrain or continue training a biLM", _pretrain_arguments, _run_pretrain),
@@ -450,6 +626,21 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
     ),
     "train": ("train and evaluate a classifier over ELMo, save it, optionally export it", _train_arguments, _run_train),
     "export": ("export a saved .keras model for TensorFlow Serving", _export_arguments, _run_export),
+    "predict": (
+        "label each line of a text file or each row of a CSV with a saved classifier (to .jsonl or .csv)",
+        _predict_arguments,
+        _run_predict,
+    ),
+    "evaluate": (
+        "score a saved classifier on a labelled CSV: accuracy / F1 and scikit-learn's classification report",
+        _evaluate_arguments,
+        _run_evaluate,
+    ),
+    "lm-predict": (
+        "which words fit here: the biLM's top-k words at a [marked] word, per direction",
+        _lm_predict_arguments,
+        _run_lm_predict,
+    ),
     "presets": (
         "list the pretrained biLMs known by name: parameters, download size, whether cached",
         lambda parser: None,

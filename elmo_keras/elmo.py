@@ -7,15 +7,17 @@ from collections.abc import Sequence
 
 import keras
 import tensorflow as tf
+from keras import ops
 
 from elmo_keras.errors import InputError
 from elmo_keras.io.load import ModelWeights, resolve
 from elmo_keras.layers.bilm import BiLM, check_concrete_inputs
+from elmo_keras.layers.pooling import MaskedPooling, pool_modes
 from elmo_keras.layers.scalar_mix import ScalarMix
 from elmo_keras.saving import serializable
 from elmo_keras.text import as_text, split_sentences, strings_to_char_ids, token_mask
 
-_OUTPUTS = ("dict", "elmo", "layers")
+_OUTPUTS = ("dict", "elmo", "layers", "sentence")
 #: An eager call of this many tokens per row or more runs through a cached tf.function (and so do all later eager
 #: calls of that input form): eager ops run the LSTM loops step by step in Python, ~35x slower than a graph on a
 #: long text, while the one trace costs a few seconds.
@@ -45,7 +47,12 @@ class Elmo(keras.layers.Layer):
     With ``output_mode="elmo"``: the single representation [B, T, 2P], carrying its Keras mask, so that
     ``Bidirectional(GRU)`` stacked on top ignores padding. With ``output_mode="layers"``: the list of the
     n_layers + 1 biLM layers, each [B, T, 2P] with the mask (for a mixing layer of your choice on top;
-    no ScalarMix is created).
+    no ScalarMix is created). With ``output_mode="sentence"``: one vector per text, [B, 2P * len(pool)], the
+    mixed representation pooled (``pool="mean"``, ``"max"`` or a list such as ``["mean", "max"]``, concatenated
+    in that order) over the text's real tokens only, no mask (TF Hub's ``default`` output with ``pool="mean"``);
+    a text without tokens gives zeros, never NaN. ``output_mode="dict"`` with ``pool=`` also returns
+    ``"sentence_representations"`` (each representation pooled so, [B, 2P * len(pool)]) and ``"empty"`` (bool
+    [B], True for the texts without tokens, whose vectors are those zeros).
 
     Args:
         options: the options dict (see :mod:`elmo_keras.io.options`) of a new, untrained biLM; give it or
@@ -53,7 +60,7 @@ class Elmo(keras.layers.Layer):
         num_output_representations: int, how many independent ScalarMixes (e.g. one per task layer).
             Defaults to `1`.
         dropout: float, dropout on each representation (training only). Defaults to `0.5`.
-        output_mode: `"dict"`, `"elmo"` or `"layers"` (see above). Defaults to `"dict"`.
+        output_mode: `"dict"`, `"elmo"`, `"layers"` or `"sentence"` (see above). Defaults to `"dict"`.
         bilm_trainable: bool, fine-tune the biLM (the mixes always train unless fixed). Defaults to `False`.
         mix_weights: fixed mixing weights used as given instead of trainable softmax weights. Defaults to
             `None`.
@@ -66,6 +73,8 @@ class Elmo(keras.layers.Layer):
         bilm: a built :class:`BiLM` (e.g. ``BiLM.from_pretrained(...)``), serialized with this layer; give it or
             ``options``. Defaults to `None`.
         output: the older spelling of ``output_mode`` (it wins when given). Defaults to `None`.
+        pool: how ``output_mode="sentence"`` (or ``"dict"``) pools over tokens: `"mean"`, `"max"` or a list of
+            both; `None`: `"mean"` for ``"sentence"``, no pooled entries for ``"dict"``. Defaults to `None`.
         **kwargs: base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -73,7 +82,8 @@ class Elmo(keras.layers.Layer):
         training: bool, applies dropout. Defaults to `False`.
 
     Returns:
-        By ``output_mode``: the dict, the representation [B, T, 2P] or the list of layers (see above).
+        By ``output_mode``: the dict, the representation [B, T, 2P], the list of layers or the sentence vectors
+        [B, 2P * len(pool)] (see above).
 
     Example:
 
@@ -88,6 +98,9 @@ class Elmo(keras.layers.Layer):
                               keras.layers.Dense(2, activation="softmax")])
     texts = np.array(["The bank approved the loan .", "Hi"], dtype=object)   # Keras models take arrays
     assert model.predict(texts, verbose=0).shape == (2, 2)
+
+    sentences = ek.Elmo.from_preset("brown-small", output_mode="sentence", pool=["mean", "max"])
+    assert sentences(["The bank approved the loan .", ""]).shape == (2, 2 * 256)   # zeros for the empty text
     ```
     """
 
@@ -107,6 +120,7 @@ class Elmo(keras.layers.Layer):
         add_sentence_boundaries: bool = True,
         bilm: BiLM | None = None,
         output: str | None = None,
+        pool: str | Sequence[str] | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -120,8 +134,12 @@ class Elmo(keras.layers.Layer):
             )
         if output not in _OUTPUTS:
             raise ValueError(f"output must be one of {_OUTPUTS}, got {output!r}")
-        if output == "elmo" and num_output_representations != 1:
-            raise ValueError("output='elmo' returns one representation: use num_output_representations=1")
+        if output in ("elmo", "sentence") and num_output_representations != 1:
+            raise ValueError(f"output={output!r} returns one representation: use num_output_representations=1")
+        if pool is not None and output not in ("sentence", "dict"):
+            raise InputError(f"pool= pools output_mode='sentence' (or adds to 'dict'), not {output!r}: drop pool=")
+        if output == "sentence" and pool is None:
+            pool = "mean"
         if num_output_representations < 1 and output != "layers":
             raise ValueError(f"num_output_representations must be >= 1, got {num_output_representations}")
         if bilm is None:
@@ -139,6 +157,7 @@ class Elmo(keras.layers.Layer):
         self.num_output_representations = num_output_representations
         self.dropout = dropout
         self.output_mode = output
+        self.pool = None if pool is None else pool if isinstance(pool, str) else list(pool)
         self.bilm_trainable = bilm_trainable
         self.mix_weights = None if mix_weights is None else [float(w) for w in mix_weights]
         self.do_layer_norm = do_layer_norm
@@ -160,6 +179,8 @@ class Elmo(keras.layers.Layer):
             for i in range(num_output_representations)
         ]
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        if pool is not None:  # zeros for a text without tokens (Keras' GlobalAveragePooling1D would give NaN)
+            self.pooling = MaskedPooling(pool_modes(pool), name="sentence_pooling", dtype=self.dtype_policy)
 
     @classmethod
     def from_pretrained(
@@ -249,7 +270,8 @@ class Elmo(keras.layers.Layer):
         """This embedder with ``output="layers"`` (a twin sharing nothing but a copy of the biLM weights)."""
         if self.output_mode == "layers":
             return self
-        twin = Elmo.from_config({**self.get_config(), "output_mode": "layers", "name": f"{self.name}_layers"})
+        config = {**self.get_config(), "output_mode": "layers", "pool": None, "name": f"{self.name}_layers"}
+        twin = Elmo.from_config(config)
         twin.build()
         twin.bilm.set_weights(self.bilm.get_weights())
         return twin
@@ -265,6 +287,11 @@ class Elmo(keras.layers.Layer):
     def __call__(self, inputs, *args, **kwargs):
         # Lists/tuples of str and NumPy str arrays become a string tensor (Keras would reject them).
         inputs = as_text(inputs)
+        if keras.backend.backend() != "tensorflow" and _is_text(inputs):
+            raise InputError(
+                f"text input needs the TensorFlow backend (its string ops); on {keras.backend.backend()} pass char "
+                "ids: elmo(ek.batch_to_ids(token_lists))"
+            )
         check_concrete_inputs(inputs, self.options["char_cnn"]["n_characters"])  # eager calls: a clear InputError
         return super().__call__(inputs, *args, **kwargs)
 
@@ -277,7 +304,7 @@ class Elmo(keras.layers.Layer):
         Returns:
             Char ids int [B, T, max_characters_per_token]; given char ids as they are.
         """
-        if inputs.dtype in ("string", "tf.string") or getattr(inputs.dtype, "name", None) == "string":
+        if _is_text(inputs):
             return strings_to_char_ids(inputs, self.bilm.max_characters_per_token)
         if len(inputs.shape) != 3:
             raise InputError(
@@ -287,7 +314,8 @@ class Elmo(keras.layers.Layer):
         return inputs
 
     def call(self, inputs, training=False):
-        function = self._graph_function(inputs, bool(training)) if tf.executing_eagerly() else None
+        eager_tf = keras.backend.backend() == "tensorflow" and tf.executing_eagerly()  # JAX, PyTorch: no tf.function
+        function = self._graph_function(inputs, bool(training)) if eager_tf else None
         return self._compute(inputs, training) if function is None else function(inputs)
 
     def _graph_function(self, inputs, training: bool):
@@ -322,11 +350,17 @@ class Elmo(keras.layers.Layer):
         reps = [self.dropout_layer(mix(layers, mask=mask, training=training), training=training) for mix in self.mixes]
         if self.output_mode == "elmo":
             return reps[0]
-        return {"elmo_representations": reps, "mask": mask, "layers": layers}
+        if self.output_mode == "sentence":
+            return self.pooling(reps[0], mask=mask)
+        out = {"elmo_representations": reps, "mask": mask, "layers": layers}
+        if self.pool is not None:
+            out["sentence_representations"] = [self.pooling(rep, mask=mask) for rep in reps]
+            out["empty"] = ops.logical_not(ops.any(mask, axis=1))
+        return out
 
     def compute_mask(self, inputs, mask=None):
         """The token mask bool [B, T] of output="elmo" (one per layer for "layers"; the dict has "mask")."""
-        if self.output_mode == "dict" or keras.backend.is_keras_tensor(inputs):
+        if self.output_mode in ("dict", "sentence") or keras.backend.is_keras_tensor(inputs):
             return None  # symbolic calls carry no mask: a functional model computes it when it runs
         mask = token_mask(inputs)
         return [mask] * (self.bilm.num_layers + 1) if self.output_mode == "layers" else mask
@@ -342,13 +376,22 @@ class Elmo(keras.layers.Layer):
             return rep
         if self.output_mode == "layers":
             return [keras.KerasTensor(shape, dtype=self.compute_dtype) for _ in range(self.bilm.num_layers + 1)]
-        return {
+        pooled = (inputs.shape[0], self.output_dim * len(pool_modes(self.pool))) if self.pool is not None else None
+        if self.output_mode == "sentence":
+            return keras.KerasTensor(pooled, dtype=self.compute_dtype)
+        out = {
             "elmo_representations": [
                 keras.KerasTensor(shape, dtype=self.compute_dtype) for _ in range(self.num_output_representations)
             ],
             "mask": keras.KerasTensor(shape[:2], dtype="bool"),
             "layers": [keras.KerasTensor(shape, dtype=self.compute_dtype) for _ in range(self.bilm.num_layers + 1)],
         }
+        if pooled is not None:
+            out["sentence_representations"] = [
+                keras.KerasTensor(pooled, dtype=self.compute_dtype) for _ in range(self.num_output_representations)
+            ]
+            out["empty"] = keras.KerasTensor(shape[:1], dtype="bool")
+        return out
 
     def get_config(self):
         return {
@@ -362,6 +405,7 @@ class Elmo(keras.layers.Layer):
             "do_layer_norm": self.do_layer_norm,
             "weight_dropout": self.weight_dropout,
             "l2_coef": self.l2_coef,
+            "pool": self.pool,
         }
 
     @classmethod
@@ -370,3 +414,9 @@ class Elmo(keras.layers.Layer):
         if isinstance(config.get("bilm"), dict):  # written by this version; older files have "options"
             config["bilm"] = keras.saving.deserialize_keras_object(config["bilm"])
         return cls(**config)
+
+
+def _is_text(inputs) -> bool:
+    """Whether ``inputs`` (a tensor, array or KerasTensor) holds strings."""
+    dtype = getattr(inputs, "dtype", None)
+    return dtype in ("string", "tf.string") or getattr(dtype, "name", None) == "string"

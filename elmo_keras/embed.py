@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
+import keras
 import numpy as np
 import tensorflow as tf
 
+from elmo_keras.io import load
 from elmo_keras.layers.bilm import BiLM
 from elmo_keras.layers.lstm_inference import transposed_layout_pays, transposed_step_weights
+from elmo_keras.layers.pooling import pool_modes, pool_tokens
 from elmo_keras.text import batch_to_ids, encode_token_lists
+from elmo_keras.utils.backend import is_tensorflow
 from elmo_keras.utils.cpu import auto_dtype
 
 # "bfloat16": weights stored in bfloat16 (cast once when loaded); the same numbers as "mixed_bfloat16" (float32
@@ -30,6 +34,36 @@ def _policy(dtype: str) -> str:
 
 
 STEP_LAYOUTS = ("auto", "released", "transposed")
+#: Words of a model's vocabulary file cached when an embedder is made (``vocab_cache_size``'s default): for
+#: brown-small about 0.7 s of char CNN on the 2-core test machine; more for models with larger char CNNs.
+VOCAB_CACHE_SIZE = 10_000
+
+
+def _numpy(tensor) -> np.ndarray:
+    return keras.ops.convert_to_numpy(tensor).astype(np.float32)
+
+
+def _backend_function(bilm: BiLM, function: Callable) -> Callable:
+    """``function`` (a frozen ``bilm``'s computation on arrays) as JAX or PyTorch run it fast: on JAX one
+    ``jax.jit`` over the variables' values (op by op, every convolution and loop would compile anew for each
+    call; compiled once per input shape); on PyTorch eagerly, without autograd's bookkeeping."""
+    variables = bilm.variables
+    if keras.backend.backend() == "jax":
+        import jax
+
+        def stateless(values, *args):
+            with keras.StatelessScope(state_mapping=list(zip(variables, values))):
+                return function(*args)
+
+        compiled = jax.jit(stateless)
+        return lambda *args: compiled([v.value for v in variables], *args)
+    import torch
+
+    def inference(*args):
+        with torch.no_grad():
+            return function(*args)
+
+    return inference
 
 
 def _resolve_step_layout(bilm: BiLM, step_layout: str) -> str:
@@ -67,6 +101,10 @@ class ElmoEmbedder:
             dump). Either way the char CNN runs once per distinct word of a batch. The vectors of the sentence
             boundaries <S> and </S> are computed once, when the embedder is made (like the weights, they are
             taken to stay fixed). Defaults to `None`.
+        vocab_file: a bilm-tf ``vocab.txt`` or ``vocab.txt.gz`` (most frequent words first) whose first
+            ``vocab_cache_size`` words are cached up front like ``token_cache`` (``from_preset`` passes the
+            model's own, where it has one). Defaults to `None`.
+        vocab_cache_size: int >= 0, how many words of ``vocab_file`` to cache; 0: none. Defaults to `10_000`.
         cache_new_tokens: bool, cache every new word type when first seen, up to ``max_cache_size`` types.
             Defaults to `True`.
         max_cache_size: int, the most word types the cache holds. Defaults to `1_000_000`.
@@ -105,6 +143,8 @@ class ElmoEmbedder:
         bilm: BiLM | None = None,
         dtype: str = "auto",
         token_cache: Iterable[str] | None = None,
+        vocab_file: str | os.PathLike | None = None,
+        vocab_cache_size: int = VOCAB_CACHE_SIZE,
         cache_new_tokens: bool = True,
         max_cache_size: int = 1_000_000,
         batch_size: int = 64,
@@ -115,6 +155,8 @@ class ElmoEmbedder:
         step_layout: str = "auto",
     ):
         _check_dtype(dtype)
+        if vocab_cache_size < 0:
+            raise ValueError(f"vocab_cache_size must be >= 0 (0: no vocabulary cache), got {vocab_cache_size}")
         if step_layout not in STEP_LAYOUTS:
             raise ValueError(f"step_layout must be one of {list(STEP_LAYOUTS)}, got {step_layout!r}")
         if bilm is None:
@@ -131,6 +173,14 @@ class ElmoEmbedder:
         self.cache: dict[str, np.ndarray] = {}
         chars = bilm.max_characters_per_token
         p = bilm.projection_dim
+        if not is_tensorflow():  # JAX, PyTorch: the same calls, compiled their way (see _backend_function)
+            self.step_layout = "released"
+            self.jit_compile = self.jit_compile or keras.backend.backend() == "jax"  # few shapes: few compiles
+            self._encode = _backend_function(bilm, lambda ids: bilm.char_cnn(ids))
+            self._context = _backend_function(bilm, lambda emb, mask: bilm._call((emb, mask))["layers"])
+            self._whole = _backend_function(bilm, lambda ids: bilm._call(ids)["layers"])
+            self._fill_cache(token_cache, vocab_file, vocab_cache_size)
+            return
         # trim_padding: the char CNN convolves only up to the longest word of each call (same values to float32
         # rounding)
         self._encode = tf.function(
@@ -154,23 +204,34 @@ class ElmoEmbedder:
             ],
             input_signature=[tf.TensorSpec([None, None, chars], tf.int32)],
         )
+        self._fill_cache(token_cache, vocab_file, vocab_cache_size)
+
+    def _fill_cache(self, token_cache: Iterable[str] | None, vocab_file: str | None, vocab_cache_size: int) -> None:
+        """The words cached up front: ``token_cache``, then the first ``vocab_cache_size`` words of the vocabulary."""
         if token_cache is not None:
             self.add_to_cache(token_cache)
+        if vocab_file is not None and vocab_cache_size:
+            self.add_to_cache(load.vocab_words(vocab_file, vocab_cache_size))
 
     @classmethod
-    def from_preset(cls, name: str, **kwargs) -> "ElmoEmbedder":
-        """Use a preset: shipped (e.g. "brown-small"), published (e.g. "original", see ``ek.list_presets()``),
-        a folder or a folder's URL.
+    def from_preset(cls, name: str, vocab_cache_size: int = VOCAB_CACHE_SIZE, **kwargs) -> "ElmoEmbedder":
+        """Use a preset: shipped (e.g. "brown-small"), published (e.g. "original" or "nlpl-210", see
+        ``ek.list_presets()``), a folder, a folder's URL, or a ZIP archive (path or URL) in the NLPL layout.
 
         Args:
-            name: the preset's name, a folder or a folder's URL.
+            name: the preset's name, a folder, a folder's URL or a ``.zip`` (see :func:`elmo_keras.io.load.resolve`).
+            vocab_cache_size: int >= 0, how many of the most frequent words of the model's vocabulary file
+                (``vocab.txt`` or ``vocab.txt.gz``, where it has one) to cache up front; 0: none. Defaults to
+                `10_000`.
             **kwargs: arguments of ``ElmoEmbedder`` (``dtype`` included), except ``options_file``,
-                ``weight_file`` and ``bilm``.
+                ``weight_file``, ``bilm`` and ``vocab_file``.
 
         Returns:
             An ``ElmoEmbedder``.
         """
-        return cls(bilm=BiLM.from_preset(name, dtype=_policy(kwargs.pop("dtype", "auto"))), **kwargs)
+        files = load.resolve(name)
+        bilm = BiLM.from_model_weights(files.read(), dtype=_policy(kwargs.pop("dtype", "auto")))
+        return cls(bilm=bilm, vocab_file=files.vocab, vocab_cache_size=vocab_cache_size, **kwargs)
 
     def add_to_cache(self, words: Iterable[str]) -> None:
         """Compute and keep the char-CNN vectors of ``words`` (a vocabulary).
@@ -191,12 +252,20 @@ class ElmoEmbedder:
         by_length = [words[i] for i in order]
         chars = self.bilm.max_characters_per_token
         parts = [
-            self._encode(batch_to_ids([by_length[i : i + self.char_cnn_batch]], chars)[0]).numpy()
+            self._encode_rows(batch_to_ids([by_length[i : i + self.char_cnn_batch]], chars)[0])
             for i in range(0, len(words), self.char_cnn_batch)
         ]
         out = np.empty((len(words), self.bilm.projection_dim), np.float32)
         out[order] = np.concatenate(parts)
         return out
+
+    def _encode_rows(self, ids: np.ndarray) -> np.ndarray:
+        """Char ids [n, C] -> float32 [n, P]; with ``jit_compile`` the rows are padded to a power of two (at most
+        ``char_cnn_batch``), so that a compiling backend sees few shapes."""
+        n = len(ids)
+        if self.jit_compile:
+            ids = np.pad(ids, [(0, min(1 << (n - 1).bit_length(), max(self.char_cnn_batch, n)) - n), (0, 0)])
+        return keras.ops.convert_to_numpy(self._encode(ids))[:n].astype(np.float32)
 
     def _remember(self, computed: dict[str, np.ndarray]) -> None:
         """Cache newly computed word vectors, all of them or (no room left) none."""
@@ -210,15 +279,23 @@ class ElmoEmbedder:
         self._remember(computed)
         return np.stack([self.cache[w] if w in self.cache else computed[w] for w in words])
 
-    def embed_batch(self, sentences: Sequence[Sequence[str]]) -> list[np.ndarray]:
+    def embed_batch(
+        self, sentences: Sequence[Sequence[str]], pool: str | Sequence[str] | None = None
+    ) -> list[np.ndarray]:
         """Embed one batch of sentences as given (not sorted or split).
 
         Args:
             sentences: list of token lists.
+            pool: `None`, or `"mean"`, `"max"` or a list of both: each layer pooled over the sentence's tokens
+                (see :meth:`embed_sentences`). Defaults to `None`.
 
         Returns:
-            One float32 array [n_layers + 1, n_tokens, 2P] per sentence (same order).
+            One float32 array per sentence (same order): [n_layers + 1, n_tokens, 2P], or with ``pool``
+            [n_layers + 1, 2P * len(pool)].
         """
+        if pool is not None:
+            modes = pool_modes(pool)  # checked before any model work
+            return [pool_tokens(array, modes) for array in self.embed_batch(sentences)]
         if not sentences:
             return []
         if len(sentences) == 1 and not self.jit_compile and any(w not in self.cache for w in sentences[0]):
@@ -230,7 +307,8 @@ class ElmoEmbedder:
         width, rows = max(lengths), len(sentences)
         if self.jit_compile:  # fixed shapes: few XLA compilations
             width = -(-max(width, 1) // self.length_multiple) * self.length_multiple
-            rows = max(rows, self.batch_size)
+            # TensorFlow (XLA): one row count; JAX: powers of two, so that a batch of one stays small
+            rows = max(rows, self.batch_size) if is_tensorflow() else 1 << (rows - 1).bit_length()
         index = {w: i for i, w in enumerate(vocab)}
         ids = np.zeros((rows, width), dtype=np.int64)
         for row, sentence in enumerate(sentences):
@@ -238,58 +316,88 @@ class ElmoEmbedder:
         table = self._token_vectors(vocab) if vocab else np.zeros((0, p), np.float32)
         emb = table[ids] if width and len(table) else np.zeros((rows, width, p), np.float32)
         mask = np.arange(width)[None, :] < np.array(lengths + [0] * (rows - len(lengths)))[:, None]
-        layers = np.stack([layer.numpy().astype(np.float32) for layer in self._context(emb, mask)], axis=1)
+        layers = np.stack([_numpy(layer) for layer in self._context(emb, mask)], axis=1)
         return [layers[row, :, :n] for row, n in enumerate(lengths)]
 
     def _embed_uncached_sentence(self, sentence: Sequence[str]) -> np.ndarray:
         """One sentence with words not in the cache -> [n_layers + 1, n_tokens, 2P], in one model call; its word
         vectors (the first half of layer 0) go into the cache as the two-call path would put them."""
         ids = batch_to_ids([sentence], self.bilm.max_characters_per_token)
-        layers = np.stack([layer.numpy()[0].astype(np.float32) for layer in self._whole(ids)])
+        layers = np.stack([_numpy(layer)[0] for layer in self._whole(ids)])
         self._remember(
             {w: v.copy() for w, v in zip(sentence, layers[0, :, : self.bilm.projection_dim]) if w not in self.cache}
         )
         return layers
 
     def embed_sentences(
-        self, sentences: Iterable[Sequence[str]], batch_size: int | None = None
+        self,
+        sentences: Iterable[Sequence[str]],
+        batch_size: int | None = None,
+        pool: str | Sequence[str] | None = None,
     ) -> Iterator[np.ndarray]:
         """Embed sentences in chunks of ``chunk_size``, each sorted by length and batched, so padding is small.
+
+        With ``pool``, each sentence becomes one vector per layer: every layer pooled over the sentence's own
+        tokens (padding never enters), [n_layers + 1, 2P * len(pool)] (``pool=["mean", "max"]``: the means, then
+        the maxima). A sentence without tokens gives zeros, never NaN: it is empty exactly when its token list is
+        (``len(tokens) == 0``), which is how to tell its zeros from a vector.
 
         Args:
             sentences: token lists (any iterable, read one chunk at a time).
             batch_size: int, sentences per batch, or `None` for the embedder's ``batch_size``. Defaults to
                 `None`.
+            pool: `None` (token vectors), or `"mean"`, `"max"` or a list of both. Defaults to `None`.
 
         Returns:
-            An iterator of float32 arrays [n_layers + 1, n_tokens, 2P], one per sentence, in input order.
+            An iterator of float32 arrays, one per sentence, in input order: [n_layers + 1, n_tokens, 2P], or with
+            ``pool`` [n_layers + 1, 2P * len(pool)].
+
+        Example:
+
+        ```python
+        import numpy as np
+        import elmo_keras as ek
+
+        embedder = ek.ElmoEmbedder.from_preset("brown-small", dtype="float32")
+        sentences = [["The", "bank", "."], []]
+        tokens, _ = embedder.embed_sentences(sentences)
+        mean, empty = embedder.embed_sentences(sentences, pool="mean")
+        assert mean.shape == (3, 256)  # [n_layers + 1, 2P]: each layer averaged over the 3 tokens
+        np.testing.assert_allclose(mean, tokens.mean(axis=1), atol=1e-6)
+        assert not empty.any()  # the empty sentence: zeros
+        ```
         """
+        modes = None if pool is None else pool_modes(pool)  # checked before any model work
         batch_size = batch_size or self.batch_size
         chunk: list[Sequence[str]] = []
         for sentence in sentences:
             chunk.append(sentence)
             if len(chunk) == self.chunk_size:
-                yield from self._embed_chunk(chunk, batch_size)
+                yield from self._embed_chunk(chunk, batch_size, modes)
                 chunk = []
         if chunk:
-            yield from self._embed_chunk(chunk, batch_size)
+            yield from self._embed_chunk(chunk, batch_size, modes)
 
-    def _embed_chunk(self, chunk: list[Sequence[str]], batch_size: int) -> list[np.ndarray]:
+    def _embed_chunk(
+        self, chunk: list[Sequence[str]], batch_size: int, pool: Sequence[str] | None = None
+    ) -> list[np.ndarray]:
         order = sorted(range(len(chunk)), key=lambda i: len(chunk[i]))
         out: list[np.ndarray | None] = [None] * len(chunk)
         for start in range(0, len(order), batch_size):
             rows = order[start : start + batch_size]
             for row, array in zip(rows, self.embed_batch([chunk[i] for i in rows])):
-                out[row] = array
+                out[row] = array if pool is None else pool_tokens(array, pool)
         return out
 
-    def embed_sentence(self, sentence: Sequence[str]) -> np.ndarray:
+    def embed_sentence(self, sentence: Sequence[str], pool: str | Sequence[str] | None = None) -> np.ndarray:
         """Embed one sentence.
 
         Args:
             sentence: a token list.
+            pool: `None`, or `"mean"`, `"max"` or a list of both (see :meth:`embed_sentences`). Defaults to
+                `None`.
 
         Returns:
-            A float32 array [n_layers + 1, n_tokens, 2P].
+            A float32 array [n_layers + 1, n_tokens, 2P], or with ``pool`` [n_layers + 1, 2P * len(pool)].
         """
-        return self.embed_batch([sentence])[0]
+        return self.embed_batch([sentence], pool)[0]

@@ -19,7 +19,7 @@ LEVELS = [
     ["layers."],
     ["elmo"],
     ["embed", "corpus."],
-    ["tasks."],
+    ["tasks.", "tasks.predict"],  # predict: `elmo-keras predict` / `evaluate` (reads corpus.lines, like embed)
     ["lm."],
     ["export."],
     ["cli"],

@@ -20,7 +20,15 @@ import h5py
 import numpy as np
 
 from elmo_keras.corpus.direct_io import BLOCK, RawWriter, Scratch, allocate_dataset, drop_cached, raw_data_creation
-from elmo_keras.corpus.layout import commit_record, commit_shard_file, read_recorded_lines, record_name
+from elmo_keras.corpus.layout import (
+    EMPTY,
+    EMPTY_DATASET,
+    commit_record,
+    commit_shard_file,
+    read_recorded_lines,
+    record_name,
+    write_empty_flags,
+)
 from elmo_keras.corpus.readers import ShardedEmbeddings
 from elmo_keras.utils.files import TMP_SUFFIX, fsync_path, usual_permissions
 
@@ -72,7 +80,7 @@ class Assembly:
     Args:
         folder: the run folder; OUTPUT is built inside it.
         manifest: the run's manifest (``output_format``, ``storage_dtype``, ``shard_lines``, ``shards``,
-            ``input``, ``layers``).
+            ``input``, ``layers``, and ``pool`` for a pooled run).
 
     Example:
 
@@ -97,13 +105,14 @@ class Assembly:
         self.folder, self.manifest = folder, manifest
         self.path = os.path.join(folder, f"output.{manifest['output_format']}{TMP_SUFFIX}")
         self.dtype = manifest["storage_dtype"]
+        self.pool: list[str] | None = manifest.get("pool")
         self.added: set[int] = set()
 
     def _store_lines(self, first_line: int, arrays: Sequence[np.ndarray]) -> list[int | None] | None:
         """Store ``arrays`` as lines ``first_line ...``; returns where each line's values lie in the file (hdf5)."""
         raise NotImplementedError
 
-    def _store_index(self, sentence_to_index: dict[str, list[int]]) -> None:
+    def _store_index(self, sentence_to_index: dict[str, list[int]], empty: np.ndarray | None) -> None:
         raise NotImplementedError
 
     def add(self, shard: int, arrays: Sequence[np.ndarray]) -> list[int | None] | None:
@@ -129,7 +138,9 @@ class Assembly:
             scratch: a :class:`~elmo_keras.corpus.direct_io.Scratch` of the calling thread, or `None` for a new
                 one. Defaults to `None`.
         """
-        commit_shard_file(self.folder, shard, arrays, self.manifest["shard_lines"], self.dtype, scratch)
+        commit_shard_file(
+            self.folder, shard, arrays, self.manifest["shard_lines"], self.dtype, scratch, self.pool is not None
+        )
         self.add(shard, arrays)
 
     def add_committed(self) -> None:
@@ -147,16 +158,19 @@ class Assembly:
         finally:
             source.close()
 
-    def finish(self, sentence_to_index: dict[str, list[int]]) -> str:
-        """Write ``sentence_to_index``, close and fsync; returns the built file or folder (in the run folder).
+    def finish(self, sentence_to_index: dict[str, list[int]], empty: np.ndarray | None = None) -> str:
+        """Write ``sentence_to_index`` (and a pooled run's ``empty`` flags), close and fsync; returns the built
+        file or folder (in the run folder).
 
         Args:
             sentence_to_index: line text -> the line indices that hold it.
+            empty: a pooled run's flags, bool [lines] (True: a line without tokens), or `None`. Defaults to
+                `None`.
 
         Returns:
             The path of the built file or folder.
         """
-        self._store_index(sentence_to_index)
+        self._store_index(sentence_to_index, empty)
         fsync_path(self.path)
         return self.path
 
@@ -264,12 +278,15 @@ class HDF5Assembly(Assembly):
         first_line = shard * self.manifest["shard_lines"]
         commit_record(self.folder, shard, first_line, self.path, self.dtype, starts, [a.shape for a in arrays])
 
-    def _store_index(self, sentence_to_index: dict[str, list[int]]) -> None:
+    def _store_index(self, sentence_to_index: dict[str, list[int]], empty: np.ndarray | None) -> None:
         self.file.create_dataset(
             "sentence_to_index", data=np.array([json.dumps(sentence_to_index)], dtype=h5py.string_dtype())
         )
         self.file.attrs["lines"] = self.manifest["input"]["lines"]
         self.file.attrs["layers"] = self.manifest["layers"]
+        if self.pool is not None:
+            self.file.attrs["pool"] = ",".join(self.pool)
+            self.file.create_dataset(EMPTY_DATASET, data=np.asarray(empty, dtype=bool))
         self.file.close()
         self._raw.close()
 
@@ -298,9 +315,11 @@ class NpyAssembly(Assembly):
         for line, array in enumerate(arrays, start=first_line):
             np.save(os.path.join(self.path, f"{line}.npy"), array.astype(self.dtype))
 
-    def _store_index(self, sentence_to_index: dict[str, list[int]]) -> None:
+    def _store_index(self, sentence_to_index: dict[str, list[int]], empty: np.ndarray | None) -> None:
         with open(os.path.join(self.path, "sentence_to_index.json"), "w", encoding="utf-8") as f:
             json.dump(sentence_to_index, f, ensure_ascii=False)
+        if self.pool is not None:
+            write_empty_flags(os.path.join(self.path, EMPTY), empty)
 
     def discard(self) -> None:
         """Delete the folder being built (it is rebuilt from the committed shard files)."""

@@ -26,6 +26,7 @@ from elmo_keras.corpus import layout
 from elmo_keras.corpus.lines import InputScan
 from elmo_keras.corpus.run import Commit, Runner, embed_shard
 from elmo_keras.embed import ElmoEmbedder
+from elmo_keras.layers.pooling import pool_modes
 from elmo_keras.text import tokenize
 
 
@@ -84,37 +85,43 @@ class _WithEmbedder(beam.DoFn):
 class _EmbedShard(_WithEmbedder):
     """shard number -> that shard file written (atomically) into the run folder; yields the shard number."""
 
-    def __init__(self, spec: EmbedderSpec, scan: InputScan, folder: str, layers: str, storage_dtype: str):
+    def __init__(self, spec: EmbedderSpec, scan: InputScan, folder: str, manifest: dict):
         super().__init__(spec)
-        self.scan, self.folder, self.layers, self.storage_dtype = scan, folder, layers, storage_dtype
+        self.scan, self.folder = scan, folder
+        self.layers, self.storage_dtype, self.pool = manifest["layers"], manifest["storage_dtype"], manifest.get("pool")
 
     def process(self, shard: int) -> Iterator[int]:
         with open(self.scan.path, "rb") as stream:
-            arrays = embed_shard(self.embedder, self.scan, stream, shard, self.layers)
-        layout.commit_shard_file(self.folder, shard, arrays, self.scan.shard_lines, self.storage_dtype)
+            arrays = embed_shard(self.embedder, self.scan, stream, shard, self.layers, self.pool)
+        layout.commit_shard_file(
+            self.folder, shard, arrays, self.scan.shard_lines, self.storage_dtype, pooled=self.pool is not None
+        )
         logging.info("elmo_keras: shard %d (%d lines) written by worker process %d", shard, len(arrays), os.getpid())
         yield shard
 
 
 class _EmbedBatch(_WithEmbedder):
-    def __init__(self, spec: EmbedderSpec, layers: str):
+    def __init__(self, spec: EmbedderSpec, layers: str, pool: Sequence[str] | None):
         super().__init__(spec)
-        self.layers = layers
+        self.layers, self.pool = layers, pool
 
     def process(self, batch: Sequence[tuple[object, str]]) -> Iterator[tuple[object, np.ndarray]]:
         keys = [key for key, _ in batch]
         arrays = self.embedder.embed_sentences([tokenize(line) for _, line in batch])
         for key, array in zip(keys, arrays):
-            yield key, layout.reduce_layers(array, self.layers)
+            yield key, layout.reduce_line(array, self.layers, self.pool)
 
 
 class EmbedLines(beam.PTransform):
     """``(key, line)`` pairs -> ``(key, float32 array)``: [L, T, D] for ``layers="all"``, [T, D] for "top" /
-    "average"; tokens are ``elmo_keras.tokenize(line)``.
+    "average"; tokens are ``elmo_keras.tokenize(line)``. With ``pool``: one vector per line, [L, k * D] or
+    [k * D] (k pooling modes; zeros for a line without tokens).
 
     Args:
         spec: the :class:`EmbedderSpec` each worker loads its model from.
         layers: "all", "top" or "average". Defaults to "all".
+        pool: `None`, or `"mean"`, `"max"` or a list of both (see
+            :func:`~elmo_keras.layers.pooling.pool_modes`). Defaults to `None`.
         min_batch_size: int, the fewest lines per model call (``beam.BatchElements``). Defaults to 8.
         max_batch_size: int, the most lines per model call. Defaults to 256.
 
@@ -136,18 +143,26 @@ class EmbedLines(beam.PTransform):
     ```
     """
 
-    def __init__(self, spec: EmbedderSpec, layers: str = "all", min_batch_size: int = 8, max_batch_size: int = 256):
+    def __init__(
+        self,
+        spec: EmbedderSpec,
+        layers: str = "all",
+        min_batch_size: int = 8,
+        max_batch_size: int = 256,
+        pool: str | Sequence[str] | None = None,
+    ):
         super().__init__()
         if layers not in layout.LAYER_CHOICES:
             raise ValueError(f"layers must be one of {layout.LAYER_CHOICES}, got {layers!r}")
         self.spec, self.layers = spec, layers
+        self.pool = None if pool is None else pool_modes(pool)
         self.min_batch_size, self.max_batch_size = min_batch_size, max_batch_size
 
     def expand(self, lines: beam.PCollection) -> beam.PCollection:
         return (
             lines
             | "Batch" >> beam.BatchElements(min_batch_size=self.min_batch_size, max_batch_size=self.max_batch_size)
-            | "Embed" >> beam.ParDo(_EmbedBatch(self.spec, self.layers))
+            | "Embed" >> beam.ParDo(_EmbedBatch(self.spec, self.layers, self.pool))
         )
 
 
@@ -230,8 +245,7 @@ def beam_runner(spec: EmbedderSpec, num_workers: int | None = None, beam_options
                 pipeline
                 | "Shards" >> beam.Create(shards)
                 | "Spread" >> beam.Reshuffle()
-                | "EmbedShard"
-                >> beam.ParDo(_EmbedShard(spec, scan, folder, manifest["layers"], manifest["storage_dtype"]))
+                | "EmbedShard" >> beam.ParDo(_EmbedShard(spec, scan, folder, manifest))
             )
 
     return run

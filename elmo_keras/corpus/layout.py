@@ -5,6 +5,10 @@ concatenated: [L, T, D] for ``layers="all"``, [T, D] for top/average; float32 or
 (int64 [n + 1]: line ``first + j`` is tokens ``offsets[j]:offsets[j + 1]``). Each shard is written whole under a
 temporary name and renamed, so a shard file that exists is complete. ``manifest.json`` says what the run is.
 
+A pooled run (``--pool``: one vector per line, [L, D] or [D]) stores each line as one row of that axis: ``values``
+[L, n, D] or [n, D], ``offsets`` ``0 .. n``; the readers drop the axis again. Its lines without tokens are zeros,
+and :data:`EMPTY` (bool [lines], written when the run completes) says which they are.
+
 A run that builds hdf5 output writes each value once (see :mod:`elmo_keras.corpus.assembly`): a shard computed in
 this process goes straight into the file being assembled, and what commits it is a record ``shard-KKKKKK.json``
 (renamed into place once those values are on disk) that says where each of its lines lies in that file. The HDF5
@@ -23,6 +27,7 @@ import h5py
 import numpy as np
 
 from elmo_keras.corpus.direct_io import BLOCK, RawWriter, Scratch, allocate_dataset, drop_cached, raw_data_creation
+from elmo_keras.layers.pooling import pool_tokens
 from elmo_keras.utils.files import atomic_file
 
 MANIFEST = "manifest.json"
@@ -30,6 +35,10 @@ FORMAT_NAME = "elmo_keras.embeddings"
 FORMAT_VERSION = 1
 LAYER_CHOICES = ("all", "top", "average")
 STORAGE_DTYPES = ("float32", "float16")
+#: a pooled run's flags, bool [lines], True for a line without tokens (stored as zeros): this file in a shards or
+#: npy folder, the dataset EMPTY_DATASET in an hdf5 output
+EMPTY = "empty.npy"
+EMPTY_DATASET = "empty"
 #: manifest fields that must agree for a run to resume (name in the manifest -> how users spell it)
 IDENTITY = {
     "input.size": "the input file's size",
@@ -37,6 +46,7 @@ IDENTITY = {
     "model.sha256": "the model (options and weights)",
     "model.dtype": "--dtype (compute)",
     "layers": "--layers",
+    "pool": "--pool",
     "storage_dtype": "--dtype (storage)",
     "output_format": "--format",
     "shard_lines": "--shard-lines",
@@ -115,6 +125,33 @@ def reduce_layers(array: np.ndarray, layers: str) -> np.ndarray:
     return array if layers == "all" else array[-1] if layers == "top" else array.mean(axis=0)
 
 
+def reduce_line(array: np.ndarray, layers: str, pool: Sequence[str] | None = None) -> np.ndarray:
+    """One line's layers -> what a run stores for it: :func:`reduce_layers`, then with ``pool`` the result pooled
+    over the line's tokens (:func:`~elmo_keras.layers.pooling.pool_tokens`; zeros for a line without tokens).
+
+    Args:
+        array: one line's layers, [L, T, D].
+        layers: one of :data:`LAYER_CHOICES`: "all", "top" or "average".
+        pool: `None`, or the pooling modes, e.g. `("mean",)` or `("mean", "max")`. Defaults to `None`.
+
+    Returns:
+        [L, T, D] or [T, D] (see :func:`reduce_layers`); with ``pool`` [L, k * D] or [k * D], k modes.
+
+    Example:
+
+    ```python
+    import numpy as np
+    from elmo_keras.corpus.layout import reduce_line
+
+    array = np.arange(24, dtype="float32").reshape(3, 2, 4)  # [L, T, D]
+    assert reduce_line(array, "all", ("mean", "max")).shape == (3, 8)
+    np.testing.assert_array_equal(reduce_line(array, "top", ("mean",)), array[-1].mean(axis=0))
+    ```
+    """
+    reduced = reduce_layers(array, layers)
+    return reduced if pool is None else pool_tokens(reduced, pool)
+
+
 def token_slice(ndim: int, start: int, stop: int) -> tuple[slice, ...]:
     """Index of tokens ``start:stop`` in a shard's ``values`` ([L, T, D] or [T, D]: the token axis is ndim - 2).
 
@@ -130,7 +167,12 @@ def token_slice(ndim: int, start: int, stop: int) -> tuple[slice, ...]:
 
 
 def write_shard(
-    path: str, arrays: Sequence[np.ndarray], first_line: int, storage_dtype: str, scratch: Scratch | None = None
+    path: str,
+    arrays: Sequence[np.ndarray],
+    first_line: int,
+    storage_dtype: str,
+    scratch: Scratch | None = None,
+    pooled: bool = False,
 ) -> None:
     """Write one shard atomically: ``arrays`` are lines ``first_line ...`` ([L, T_i, D] or [T_i, D] each).
 
@@ -141,6 +183,8 @@ def write_shard(
         storage_dtype: "float32" or "float16", the stored dtype.
         scratch: a :class:`~elmo_keras.corpus.direct_io.Scratch` to assemble the values in (reused between
             calls of one thread), or `None` for a new one. Defaults to `None`.
+        pooled: bool, the arrays are pooled lines ([L, D] or [D] each), stored as one row each (see the module
+            docstring). Defaults to `False`.
 
     Example:
 
@@ -156,6 +200,8 @@ def write_shard(
         assert f["values"].shape == (5, 4) and list(f["offsets"]) == [0, 2, 2, 5]
     ```
     """
+    if pooled:
+        arrays = [array[..., None, :] for array in arrays]
     axis = arrays[0].ndim - 2
     offsets = np.concatenate([[0], np.cumsum([a.shape[axis] for a in arrays])]).astype(np.int64)
     shape = list(arrays[0].shape)
@@ -181,19 +227,22 @@ def commit_shard_file(
     shard_lines: int,
     storage_dtype: str,
     scratch: Scratch | None = None,
+    pooled: bool = False,
 ) -> None:
     """Commit ``shard`` (lines ``shard * shard_lines ...``) as its shard file in the run folder ``folder``.
 
     Args:
         folder: the run folder.
         shard: int, the 0-based shard number.
-        arrays: one array per line of the shard ([L, T_i, D] or [T_i, D] each).
+        arrays: one array per line of the shard ([L, T_i, D] or [T_i, D] each; [L, D] or [D] when ``pooled``).
         shard_lines: int, lines per shard of the run.
         storage_dtype: "float32" or "float16", the stored dtype.
         scratch: a :class:`~elmo_keras.corpus.direct_io.Scratch` to assemble the values in, or `None` for a new
             one. Defaults to `None`.
+        pooled: bool, a pooled run's lines (see :func:`write_shard`). Defaults to `False`.
     """
-    write_shard(os.path.join(folder, shard_name(shard)), arrays, shard * shard_lines, storage_dtype, scratch)
+    path = os.path.join(folder, shard_name(shard))
+    write_shard(path, arrays, shard * shard_lines, storage_dtype, scratch, pooled)
 
 
 def shard_is_complete(path: str, lines: int) -> bool:
@@ -305,6 +354,17 @@ def read_recorded_lines(path: str) -> list[np.ndarray]:
             data = os.pread(f.fileno(), count * dtype.itemsize, start) if start is not None else b""
             arrays.append(np.frombuffer(data, dtype, count).reshape(shape))
     return arrays
+
+
+def write_empty_flags(path: str, empty: np.ndarray) -> None:
+    """Write a pooled run's :data:`EMPTY` flags atomically as a ``.npy`` file.
+
+    Args:
+        path: the file to write (e.g. ``folder/empty.npy``).
+        empty: bool array [lines], True for a line without tokens.
+    """
+    with atomic_file(path) as tmp, open(tmp, "wb") as f:
+        np.save(f, np.asarray(empty, dtype=bool))
 
 
 def read_manifest(folder: str) -> dict:

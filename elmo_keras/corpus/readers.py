@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import h5py
 import numpy as np
 
-from elmo_keras.corpus.layout import MANIFEST, read_manifest, shard_name, token_slice
+from elmo_keras.corpus.layout import EMPTY, EMPTY_DATASET, MANIFEST, read_manifest, shard_name, token_slice
 from elmo_keras.errors import InputError
 
 
@@ -22,6 +22,12 @@ class Embeddings:
 
     Made by :func:`load_embeddings`: a :class:`ShardedEmbeddings`, :class:`HDF5Embeddings` or
     :class:`NpyEmbeddings`. ``layers`` is the run's ``--layers`` (None where the output does not say).
+
+    A pooled run (``--pool``) stores one vector per line: ``[i]`` is [L, D] for ``--layers all``, else [D]
+    (D the model's width times the number of pooling modes); ``pool`` is its modes, e.g. ``("mean",)`` (None
+    for token vectors, and for an npy folder, which does not say), and ``empty`` a bool array [lines], True for
+    the lines without tokens, whose vectors are zeros (None for token vectors: there such a line is an array
+    of 0 tokens).
 
     Example:
 
@@ -42,6 +48,8 @@ class Embeddings:
     """
 
     layers: str | None = None
+    pool: tuple[str, ...] | None = None
+    empty: np.ndarray | None = None
 
     def __len__(self) -> int:
         return self._lines
@@ -84,6 +92,9 @@ class ShardedEmbeddings(Embeddings):
     def __init__(self, folder: str, manifest: dict):
         self.folder, self.manifest = folder, manifest
         self.layers = manifest["layers"]
+        self.pool = tuple(manifest["pool"]) if manifest.get("pool") else None
+        if self.pool and os.path.exists(os.path.join(folder, EMPTY)):  # written when the run completes
+            self.empty = np.load(os.path.join(folder, EMPTY))
         self._lines, self._shard_lines = manifest["input"]["lines"], manifest["shard_lines"]
         self._open: collections.OrderedDict[int, tuple[h5py.File, np.ndarray]] = collections.OrderedDict()
 
@@ -101,7 +112,8 @@ class ShardedEmbeddings(Embeddings):
         f, offsets = self._shard(i // self._shard_lines)
         j = i % self._shard_lines
         values = f["values"]
-        return values[token_slice(values.ndim, offsets[j], offsets[j + 1])]
+        line = values[token_slice(values.ndim, offsets[j], offsets[j + 1])]
+        return line[..., 0, :] if self.pool else line  # a pooled line is stored as one row
 
     def close(self) -> None:
         """Close the open shard files."""
@@ -119,6 +131,8 @@ class HDF5Embeddings(Embeddings):
     def __init__(self, path: str):
         self.file = h5py.File(path, "r")
         self.layers = self.file.attrs.get("layers")
+        self.pool = tuple(self.file.attrs["pool"].split(",")) if "pool" in self.file.attrs else None
+        self.empty = self.file[EMPTY_DATASET][()] if EMPTY_DATASET in self.file else None
         self._lines = (
             int(self.file.attrs["lines"])
             if "lines" in self.file.attrs
@@ -149,6 +163,8 @@ class NpyEmbeddings(Embeddings):
         self.folder = folder
         with open(os.path.join(folder, "sentence_to_index.json"), encoding="utf-8") as f:
             self.sentence_to_index = json.load(f)
+        if os.path.exists(os.path.join(folder, EMPTY)):
+            self.empty = np.load(os.path.join(folder, EMPTY))
         self._lines = sum(len(v) for v in self.sentence_to_index.values())
 
     def _read(self, i: int) -> np.ndarray:

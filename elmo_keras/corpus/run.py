@@ -7,6 +7,8 @@ assembled (see :mod:`elmo_keras.corpus.layout`). Each shard is committed as soon
 same command is run again, as does a run stopped by a full disk or a file-size limit; a run whose input, model or
 settings differ stops and says what differs. An OUTPUT that is or holds the input is refused. At the end the
 shards become OUTPUT (``hdf5``: one dataset per line; ``npy``: one file per line; ``shards``: the folder itself).
+With ``pool`` each line is stored as one vector (per layer with ``layers="all"``), and the lines without tokens
+(zeros) are flagged when the run completes.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from elmo_keras.corpus.assembly import Assembly, make_assembly
 from elmo_keras.corpus.direct_io import Scratch
 from elmo_keras.corpus.lines import InputScan, decode_line, read_lines, scan_input
 from elmo_keras.errors import InputError
+from elmo_keras.layers.pooling import pool_modes
 from elmo_keras.text import tokenize
 from elmo_keras.utils.files import NO_ROOM, publish, remove_stale_temporaries, write_json
 
@@ -76,12 +79,15 @@ class EmbedSettings:
         output_format: "hdf5", "shards" or "npy". Defaults to "hdf5".
         storage_dtype: "float32" or "float16". Defaults to "float32".
         shard_lines: int >= 1, lines per shard. Defaults to 1024.
+        pool: `None` (token vectors), or `"mean"`, `"max"` or a list of both (one vector per line), see
+            :func:`~elmo_keras.layers.pooling.pool_modes`. Defaults to `None`.
     """
 
     layers: str = "all"
     output_format: str = "hdf5"
     storage_dtype: str = "float32"
     shard_lines: int = 1024
+    pool: str | Sequence[str] | None = None
 
     def __post_init__(self):
         for name, value, choices in (
@@ -93,6 +99,8 @@ class EmbedSettings:
                 raise InputError(f"{name} must be one of {'|'.join(choices)}, got {value!r}")
         if isinstance(self.shard_lines, bool) or not isinstance(self.shard_lines, int) or self.shard_lines < 1:
             raise InputError(f"shard_lines must be an integer >= 1, got {self.shard_lines!r}")
+        if self.pool is not None:
+            object.__setattr__(self, "pool", pool_modes(self.pool))  # frozen: the checked modes, a tuple
 
 
 def model_identity(embedder: Embedder) -> dict:
@@ -222,6 +230,7 @@ def new_manifest(scan: InputScan, model: dict, settings: EmbedSettings) -> dict:
         "input": scan.identity(),
         "model": model,
         "layers": settings.layers,
+        "pool": None if settings.pool is None else list(settings.pool),
         "storage_dtype": settings.storage_dtype,
         "output_format": settings.output_format,
         "shard_lines": settings.shard_lines,
@@ -275,9 +284,16 @@ def open_run(folder: str, manifest: dict, restart: bool) -> Iterator[dict]:
         yield manifest
 
 
-def embed_shard(embedder: Embedder, scan: InputScan, stream: BinaryIO, shard: int, layers: str) -> list[np.ndarray]:
+def embed_shard(
+    embedder: Embedder,
+    scan: InputScan,
+    stream: BinaryIO,
+    shard: int,
+    layers: str,
+    pool: Sequence[str] | None = None,
+) -> list[np.ndarray]:
     """Embed the lines of ``shard`` (read from ``stream``; the embedder's length sorting spans the shard) -> one
-    array per line, reduced per ``layers``.
+    array per line, reduced per ``layers`` (and pooled over its tokens with ``pool``).
 
     Args:
         embedder: an :class:`Embedder`.
@@ -285,14 +301,15 @@ def embed_shard(embedder: Embedder, scan: InputScan, stream: BinaryIO, shard: in
         stream: the input file, opened binary.
         shard: int, the 0-based shard number.
         layers: "all", "top" or "average".
+        pool: `None`, or the pooling modes (a run manifest's ``pool``). Defaults to `None`.
 
     Returns:
-        One float array per line: [L, T, D] for "all", else [T, D].
+        One float array per line: [L, T, D] for "all", else [T, D]; with ``pool`` [L, k * D] or [k * D].
     """
     first, count = scan.shard_range(shard)
     stream.seek(scan.shard_starts[shard])
     token_lists = [tokenize(line) for line in read_lines(stream, scan.path, first, count)]
-    return [layout.reduce_layers(array, layers) for array in embedder.embed_sentences(token_lists)]
+    return [layout.reduce_line(array, layers, pool) for array in embedder.embed_sentences(token_lists)]
 
 
 class _StopRequest:
@@ -347,7 +364,7 @@ def local_runner(embedder: Embedder, progress: bool = True) -> Runner:
         ):
             pending: concurrent.futures.Future | None = None
             for shard in shards:
-                arrays = embed_shard(embedder, scan, stream, shard, manifest["layers"])
+                arrays = embed_shard(embedder, scan, stream, shard, manifest["layers"], manifest.get("pool"))
                 if pending is not None:  # bounds memory: one shard is written while the next is computed
                     pending.result()
                 pending = writer.submit(commit, shard, arrays)  # only the writer holds the arrays from here
@@ -400,8 +417,9 @@ def _committer(folder: str, manifest: dict, assembly: Assembly | None) -> Commit
     scratch = Scratch()  # the writer thread's
     if assembly is not None:
         return lambda shard, arrays: assembly.commit(shard, arrays, scratch)
+    pooled = manifest.get("pool") is not None
     return lambda shard, arrays: layout.commit_shard_file(
-        folder, shard, arrays, manifest["shard_lines"], manifest["storage_dtype"], scratch
+        folder, shard, arrays, manifest["shard_lines"], manifest["storage_dtype"], scratch, pooled
     )
 
 
@@ -414,16 +432,25 @@ def _sentence_to_index(path: str) -> dict[str, list[int]]:
     return index
 
 
+def _empty_lines(path: str) -> np.ndarray:
+    """Per input line, whether it has no tokens (a pooled run stores zeros for it): bool [lines]."""
+    with open(path, "rb") as stream:
+        return np.fromiter((not tokenize(decode_line(raw, n, path)) for n, raw in enumerate(stream)), dtype=bool)
+
+
 def _finish(folder: str, manifest: dict, output_path: str, assembly: Assembly | None) -> None:
     """Turn the completed run folder into OUTPUT (replacing an existing one only now)."""
     manifest = {**manifest, "complete": True}
+    empty = _empty_lines(manifest["input"]["path"]) if manifest.get("pool") is not None else None
     if assembly is None:  # shards: the run folder is the output
+        if empty is not None:
+            layout.write_empty_flags(os.path.join(folder, layout.EMPTY), empty)
         write_json(os.path.join(folder, layout.MANIFEST), manifest)
         os.remove(os.path.join(folder, LOCK))
         publish(folder, output_path)
         return
     assembly.add_committed()
-    built = assembly.finish(_sentence_to_index(manifest["input"]["path"]))
+    built = assembly.finish(_sentence_to_index(manifest["input"]["path"]), empty)
     write_json(os.path.join(folder, layout.MANIFEST), manifest)
     publish(built, output_path)
     shutil.rmtree(folder)
@@ -477,6 +504,7 @@ def embed_file(
     restart: bool = False,
     runner: Runner | None = None,
     progress: bool = True,
+    pool: str | Sequence[str] | None = None,
 ) -> str:
     """Embed ``input_path`` (one sentence per line, see :mod:`elmo_keras.corpus.lines`) into ``output_path``
     and return a one-line report.
@@ -487,7 +515,9 @@ def embed_file(
     Re-running after a kill resumes; ``restart`` discards an interrupted run, ``overwrite`` allows replacing an
     existing output (at the end, atomically). ``runner`` computes the shards (default: in this process;
     :func:`elmo_keras.corpus.beam.beam_runner` runs them on Apache Beam). Read the result with
-    :func:`elmo_keras.load_embeddings`.
+    :func:`elmo_keras.load_embeddings`. ``pool`` stores one vector per line instead of its tokens: each layer
+    ("all": [L, k * D]) or the reduced one ([k * D]) pooled over the line's tokens, k modes; a line without
+    tokens is zeros, flagged in the reader's ``empty``.
 
     Args:
         embedder: an :class:`elmo_keras.ElmoEmbedder` (or any :class:`Embedder`).
@@ -503,6 +533,8 @@ def embed_file(
         runner: a :data:`Runner` that computes the shards, or `None` to compute them in this process. Defaults to
             `None`.
         progress: bool, show a progress bar. Defaults to `True`.
+        pool: `None` (token vectors), or `"mean"`, `"max"` or a list of both (one vector per line). Defaults to
+            `None`.
 
     Returns:
         A one-line report (lines, reused, empty and long lines, seconds).
@@ -524,7 +556,7 @@ def embed_file(
         assert [v.shape for v in embeddings] == [(3, 3, 256), (3, 0, 256), (3, 3, 256)]  # [L, T, D]
     ```
     """
-    settings = EmbedSettings(layers, fmt, storage_dtype, shard_lines)
+    settings = EmbedSettings(layers, fmt, storage_dtype, shard_lines, pool)
     shown = os.fspath(output_path)
     check_paths(os.fspath(input_path), shown, fmt, overwrite)
     input_path, output_path = os.path.abspath(input_path), os.path.abspath(output_path)  # workers may cd
@@ -565,6 +597,7 @@ def embed_file(
     seconds = time.perf_counter() - start
     return (
         f"{scan.lines} lines -> {shown} ({reused} reused from an interrupted run, "
-        f"{scan.lines - reused} embedded; {scan.empty_lines} empty line(s) stored as empty arrays, "
+        f"{scan.lines - reused} embedded; {scan.empty_lines} empty line(s) stored as "
+        f"{'empty arrays' if settings.pool is None else 'zero vectors, flagged in empty'}, "
         f"{scan.long_lines} line(s) over {long_line} tokens embedded in full; {seconds:.1f} s)"
     )

@@ -9,7 +9,8 @@ has its own folder, ``<first 16 hex digits of sha256(URL)>/``, holding:
     NAME.lock          serialises processes fetching the same URL (released by the OS if one is killed)
 
 A download is checked against the size the server announced and, when one is given, a sha256, and against its
-kind (:data:`KINDS`: hdf5 opens as HDF5, json parses, text is UTF-8) while still ``NAME.part``: a file that fails a
+kind (:data:`KINDS`: hdf5 opens as HDF5, json parses, text is UTF-8, zip opens as a ZIP archive) while still
+``NAME.part``: a file that fails a
 check is deleted, never cached. What it holds is then checked by the reader (e.g.
 :func:`elmo_keras.io.weights.read_weights_hdf5`: the released layout, finite values).
 """
@@ -22,6 +23,7 @@ import json
 import os
 import re
 import urllib.parse
+import zipfile
 from collections.abc import Iterator
 
 import requests
@@ -41,8 +43,10 @@ TIMEOUT = (10.0, 60.0)
 _CHUNK = 1 << 16  # bytes per read: a connection that breaks loses at most the read in progress
 _MISSING = "is not there"
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-\d+/(\d+|\*)")
-#: What a downloaded file of each kind must be (its check: HDF5 opens, JSON parses, text decodes as UTF-8).
-KINDS = {"hdf5": "an HDF5 file", "json": "a JSON file", "text": "UTF-8 text"}
+#: What a downloaded file of each kind must be (its check: HDF5 opens, JSON parses, text decodes as UTF-8, a ZIP
+#: archive's table of contents reads; its members are checked when they are extracted, see
+#: :mod:`elmo_keras.io.archive`).
+KINDS = {"hdf5": "an HDF5 file", "json": "a JSON file", "text": "UTF-8 text", "zip": "a ZIP archive"}
 
 
 class RemoteUnavailable(InputError):
@@ -136,7 +140,7 @@ def fetch(url: str, sha256: str | None = None, progress: bool = True, kind: str 
     path = cache_path(url)
     if _cached_problem(path, sha256) is None:
         return path
-    with _locked(path):
+    with cache_lock(path):
         problem = _cached_problem(path, sha256)
         if problem is None:  # another process finished it while this one waited for the lock
             return path
@@ -182,6 +186,23 @@ def _record_path(path: str) -> str:
     return path + ".record.json"
 
 
+def recorded_sha256(path: str) -> str | None:
+    """The sha256 recorded when ``path`` was downloaded (what :func:`fetch` checks a cached copy against).
+
+    Args:
+        path: a cached download (see :func:`cache_path`).
+
+    Returns:
+        The hex digest, or ``None`` when there is no record (a file placed by hand, or not a download).
+    """
+    try:
+        with open(_record_path(path), encoding="utf-8") as f:
+            digest = json.load(f).get("sha256")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return digest if isinstance(digest, str) else None
+
+
 def _cached_problem(path: str, sha256: str | None) -> str | None:
     """None when ``path`` is there and matches its download record (and ``sha256``); else what is wrong."""
     if not os.path.isfile(path):
@@ -201,16 +222,25 @@ def _cached_problem(path: str, sha256: str | None) -> str | None:
 
 
 @contextlib.contextmanager
-def _locked(path: str) -> Iterator[None]:
-    """Hold an exclusive lock for ``path``'s download (released on exit, or by the OS when the process dies),
-    creating its folder; InputError naming the cache when that folder cannot be written."""
+def cache_lock(path: str, what: str = "download") -> Iterator[None]:
+    """Hold an exclusive lock on ``path + ".lock"`` for the ``with`` block, waiting for another process that holds
+    it (released on exit, or by the OS when the process dies), creating the folder; serialises the processes that
+    fill one cache entry (a download, an archive's extraction).
+
+    Args:
+        path: the cache entry (file or folder) being made.
+        what: what is being put in the cache, for the error message.
+
+    Returns:
+        A context manager; InputError naming the cache when its folder cannot be written.
+    """
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         lock = open(path + ".lock", "a")
     except OSError as err:  # NotADirectoryError, PermissionError, read-only file system ...
         where = f"{CACHE_ENV}={os.environ[CACHE_ENV]}" if os.environ.get(CACHE_ENV) else f"the cache {cache_dir()}"
         raise InputError(
-            f"cannot download into {where}: {err.strerror} ({err.filename}); set {CACHE_ENV} to a writable folder"
+            f"cannot {what} into {where}: {err.strerror} ({err.filename}); set {CACHE_ENV} to a writable folder"
         ) from None
     with lock:
         if fcntl is not None:  # POSIX; elsewhere (Windows) downloads of one URL are not serialised
@@ -258,12 +288,14 @@ def _kind_problem(path: str, kind: str) -> str | None:
             import h5py
 
             h5py.File(path, "r").close()
+        elif kind == "zip":
+            zipfile.ZipFile(path).close()
         else:
             with open(path, encoding="utf-8") as f:
                 text = f.read()
             if kind == "json":
                 json.loads(text)
-    except (OSError, ValueError) as err:  # h5py's "not HDF5"; JSONDecodeError and UnicodeDecodeError
+    except (OSError, ValueError, zipfile.BadZipFile) as err:  # h5py's "not HDF5"; JSON/UTF-8 errors; not a ZIP
         return str(err)
     return None
 

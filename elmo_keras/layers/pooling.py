@@ -1,15 +1,76 @@
-"""Masked pooling over time: [B, T, D] (+ mask [B, T]) -> [B, len(modes) * D]."""
+"""Masked pooling over time: [B, T, D] (+ mask [B, T]) -> [B, len(modes) * D]; the same pooling of one text's
+token vectors in NumPy (:func:`pool_tokens`), and the one check of a ``pool=`` argument (:func:`pool_modes`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import keras
+import numpy as np
 from keras import ops
 
+from elmo_keras.errors import InputError
 from elmo_keras.saving import serializable
 
 _MODES = ("max", "mean")
+
+
+def pool_modes(pool: str | Sequence[str]) -> tuple[str, ...]:
+    """Check a ``pool=`` argument (of ``Elmo``, ``ElmoEmbedder``, ``embed_file``, ``elmo-keras embed --pool``).
+
+    Args:
+        pool: `"mean"`, `"max"`, a sequence of them (results concatenated in that order), or the same as one
+            comma-separated string (`"mean,max"`, as the command line takes it).
+
+    Returns:
+        The modes, a tuple such as `("mean", "max")`.
+
+    Raises:
+        InputError: an unknown or repeated mode, or none.
+
+    Example:
+
+    ```python
+    from elmo_keras.layers.pooling import pool_modes
+
+    assert pool_modes("mean") == ("mean",)
+    assert pool_modes(["mean", "max"]) == pool_modes("mean,max") == ("mean", "max")
+    ```
+    """
+    modes = tuple(m.strip() for m in pool.split(",")) if isinstance(pool, str) else tuple(pool)
+    if not modes or any(m not in _MODES for m in modes) or len(set(modes)) != len(modes):
+        raise InputError(
+            f"pool must be 'mean', 'max' or a list of both (e.g. ['mean', 'max'] or 'mean,max'), got {pool!r}"
+        )
+    return modes
+
+
+def pool_tokens(array: np.ndarray, pool: str | Sequence[str]) -> np.ndarray:
+    """Pool one text's token vectors over its tokens (axis -2), as :class:`MaskedPooling` pools a masked row: a
+    text without tokens gives zeros, never NaN.
+
+    Args:
+        array: float array `[..., n_tokens, dim]` (e.g. `[n_layers + 1, n_tokens, 2P]` from ``ElmoEmbedder``).
+        pool: `"mean"`, `"max"` or a list of both, see :func:`pool_modes`.
+
+    Returns:
+        An array `[..., len(modes) * dim]` of the same dtype, the modes' results concatenated in order.
+
+    Example:
+
+    ```python
+    import numpy as np
+    from elmo_keras.layers.pooling import pool_tokens
+
+    layers = np.array([[[1.0, 2.0], [3.0, 8.0]]], "float32")  # [1 layer, 2 tokens, 2]
+    np.testing.assert_array_equal(pool_tokens(layers, ["mean", "max"]), [[2.0, 5.0, 3.0, 8.0]])
+    np.testing.assert_array_equal(pool_tokens(np.zeros((3, 0, 2), "float32"), "mean"), np.zeros((3, 2)))
+    ```
+    """
+    modes = pool_modes(pool)
+    if array.shape[-2] == 0:
+        return np.zeros((*array.shape[:-2], len(modes) * array.shape[-1]), array.dtype)
+    return np.concatenate([array.max(axis=-2) if m == "max" else array.mean(axis=-2) for m in modes], axis=-1)
 
 
 @serializable

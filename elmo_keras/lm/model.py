@@ -10,11 +10,21 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from elmo_keras.errors import InputError
 from elmo_keras.io.load import ModelFiles, resolve
-from elmo_keras.io.options import normalize_options
+from elmo_keras.io.options import normalize_options, positive_int
 from elmo_keras.io.weights import write_weights_hdf5
 from elmo_keras.layers.bilm import BiLM
 from elmo_keras.lm.data import sentences_dataset
+from elmo_keras.lm.predict import (
+    DIRECTIONS,
+    Query,
+    check_k,
+    excluded_ids,
+    parse_queries,
+    parse_query,
+    top_words,
+)
 from elmo_keras.lm.vocab import Vocabulary
 from elmo_keras.saving import serializable
 
@@ -82,6 +92,12 @@ class BiLanguageModel(keras.Model):
         The top encoder layer per direction, ``{"forward": [B, T, P], "backward": [B, T, P]}`` (after dropout
         when training).
 
+    Attributes:
+        softmax_trained: bool, whether the softmax holds trained weights: loaded from a softmax.hdf5, trained
+            (``fit``, ``train_on_batch``, :func:`~elmo_keras.lm.pretrain`) or restored from a ``.keras`` file of
+            such a model. :meth:`substitutes` and :meth:`word_probabilities` refuse a softmax that is not. Set it
+            by hand after assigning trained weights another way.
+
     Example:
 
     ```python
@@ -116,6 +132,7 @@ class BiLanguageModel(keras.Model):
         self.forward_perplexity = Perplexity(name="forward_ppl")
         self.backward_perplexity = Perplexity(name="backward_ppl")
         self.token_count = keras.metrics.Sum(name="tokens")  # predicted tokens per direction, this epoch
+        self.softmax_trained = False  # random until loaded (load_softmax_hdf5) or trained (train_step)
 
     def build(self, input_shape=None):
         self.bilm.build(None)
@@ -128,6 +145,7 @@ class BiLanguageModel(keras.Model):
         self.built = True
 
     def train_step(self, data):
+        self.softmax_trained = True  # runs when fit / train_on_batch trace (or run eagerly) their first step
         return self._multi_worker_logs(super().train_step(data))
 
     def test_step(self, data):
@@ -275,6 +293,7 @@ class BiLanguageModel(keras.Model):
                         f"expected {tuple(var.shape)} (vocabulary size x projection_dim)"
                     )
                 var.assign(np.asarray(f[name][...], dtype=np.float32))
+        self.softmax_trained = True
 
     @classmethod
     def from_pretrained(
@@ -314,6 +333,12 @@ class BiLanguageModel(keras.Model):
             A built ``BiLanguageModel``.
         """
         files = resolve(name)
+        if files.vocab is None:
+            raise InputError(
+                f"{name!r} has no vocab.txt: a BiLanguageModel needs the vocabulary of its softmax (the released "
+                "ELMo files hold neither). Load a preset or pretraining folder with vocab.txt and softmax.hdf5, "
+                "e.g. 'brown-small', or give the vocabulary to BiLanguageModel.from_pretrained"
+            )
         return cls._from_files(files, files.vocab, files.softmax, **kwargs)
 
     @classmethod
@@ -334,6 +359,160 @@ class BiLanguageModel(keras.Model):
             model.load_softmax_hdf5(softmax_file)
         return model
 
+    # -- what the language model predicts (see elmo_keras.lm.predict) ----------------------------------------
+    def word_probabilities(self, queries: Sequence[Query], batch_size: int = 32) -> dict[str, np.ndarray]:
+        """The full-softmax distribution over the vocabulary at each queried word, per direction.
+
+        ``forward`` has read the words left of the word only, ``backward`` those right of it only, ``both`` is
+        their normalised product (see :mod:`elmo_keras.lm.predict` for how and why). Queries on the same sentence
+        share one run of the model; sentences run ``batch_size`` at a time.
+
+        Args:
+            queries: each a ``(sentence, position)`` pair (a str split on whitespace or a token list, and the
+                word's index from 0) or a str that marks its word, ``"The [bank] raised its rates ."``.
+            batch_size: int, sentences per model call. Defaults to `32`.
+
+        Returns:
+            ``{"forward": [N, V], "backward": [N, V], "both": [N, V]}``, float32 NumPy arrays, row i for query i,
+            column j for ``vocab.tokens[j]``; each row sums to 1.
+
+        Example:
+
+        ```python
+        import elmo_keras as ek
+
+        lm = ek.lm.BiLanguageModel.from_preset("brown-small")
+        p = lm.word_probabilities([("He was one of the best .", 3), "It is [the] end ."])
+        assert p["forward"].shape == (2, len(lm.vocab)) and abs(p["both"][0].sum() - 1) < 1e-4
+        ```
+        """
+        self._check_softmax()
+        positive_int(batch_size, "batch_size")
+        return self._word_probabilities(parse_queries(queries), batch_size)
+
+    def substitutes(
+        self,
+        sentence: str | Sequence[str],
+        position: int | None = None,
+        k: int = 10,
+        exclude_word: bool = False,
+        exclude_special: bool = False,
+    ) -> dict:
+        """Which words fit here: the ``k`` most probable words at one position of a sentence, per direction.
+
+        Args:
+            sentence: a str split on whitespace, or a token list.
+            position: int, the index of the word (0 = the first token), or `None` when ``sentence`` marks it with
+                brackets, ``"The [bank] raised its rates ."``. Defaults to `None`.
+            k: int, words per direction. Defaults to `10`.
+            exclude_word: bool, leave the word itself (its vocabulary id; ``<UNK>`` for a word outside the
+                vocabulary) out of the lists. Defaults to `False`: the word is ranked with the others.
+            exclude_special: bool, leave ``<S>``, ``</S>`` and ``<UNK>`` out of the lists (``<UNK>``, all the words
+                outside the vocabulary together, often tops a list for a rarer word). Defaults to `False`.
+
+        Returns:
+            ``{"tokens", "position", "word", "forward", "backward", "both"}``: the directions each hold a list of
+            ``k`` ``(word, probability)`` pairs, most probable first. ``forward`` sees the left context only,
+            ``backward`` the right context only, ``both`` is their normalised product (see
+            :mod:`elmo_keras.lm.predict`). Probabilities are from the full softmax (float32), not renormalised
+            over the list (nor after leaving words out); ``<S>``, ``</S>`` and ``<UNK>`` (some word outside the
+            vocabulary) are listed unless ``exclude_special``.
+
+        Example:
+
+        ```python
+        import elmo_keras as ek
+
+        lm = ek.lm.BiLanguageModel.from_preset("brown-small")
+        fits = lm.substitutes("He was one [of] the best players in the league .", k=3)
+        assert fits["word"] == "of" and fits["both"][0][0] == "of" and len(fits["forward"]) == 3
+        ```
+        """
+        return self.substitutes_batch([parse_query(sentence, position)], k, exclude_word, exclude_special)[0]
+
+    def substitutes_batch(
+        self,
+        queries: Sequence[Query],
+        k: int = 10,
+        exclude_word: bool = False,
+        exclude_special: bool = False,
+        batch_size: int = 32,
+    ) -> list[dict]:
+        """:meth:`substitutes` for many queries at once (several positions and sentences per model call).
+
+        Args:
+            queries: each a ``(sentence, position)`` pair or a str that marks its word as ``[word]``.
+            k: int, words per direction. Defaults to `10`.
+            exclude_word: bool, leave each word itself out of its lists. Defaults to `False`.
+            exclude_special: bool, leave ``<S>``, ``</S>`` and ``<UNK>`` out of the lists. Defaults to `False`.
+            batch_size: int, sentences per model call. Defaults to `32`.
+
+        Returns:
+            One dict per query, as :meth:`substitutes` returns.
+        """
+        self._check_softmax()
+        positive_int(batch_size, "batch_size")
+        check_k(k, self.n_tokens_vocab - 3 * bool(exclude_special) - bool(exclude_word))
+        parsed = parse_queries(queries)
+        probabilities = self._word_probabilities(parsed, batch_size)
+        results = []
+        for i, (tokens, position) in enumerate(parsed):
+            exclude = excluded_ids(self.vocab, tokens[position], exclude_word, exclude_special)
+            results.append(
+                {
+                    "tokens": tokens,
+                    "position": position,
+                    "word": tokens[position],
+                    **{d: top_words(probabilities[d][i], self.vocab.tokens, k, exclude) for d in DIRECTIONS},
+                }
+            )
+        return results
+
+    def _check_softmax(self) -> None:
+        if not self.softmax_trained:
+            raise InputError(
+                "this BiLanguageModel has no trained softmax (it starts from random: its source had no "
+                "softmax.hdf5, as the released ELMo weight files have none), so its predictions would be noise. "
+                "Load a preset or pretraining folder with softmax.hdf5, e.g. "
+                "BiLanguageModel.from_preset('brown-small'), a model trained with `elmo-keras pretrain` "
+                "(BiLanguageModel.from_preset('run/')), or a softmax file with lm.load_softmax_hdf5(path)"
+            )
+
+    def _word_probabilities(self, parsed: list[tuple[list[str], int]], batch_size: int) -> dict[str, np.ndarray]:
+        sentences = list(dict.fromkeys(tuple(tokens) for tokens, _ in parsed))  # each sentence runs once
+        row_of = {sentence: i for i, sentence in enumerate(sentences)}
+        out = {d: np.empty((len(parsed), self.n_tokens_vocab), np.float32) for d in DIRECTIONS}
+        batches = sentences_dataset(
+            [list(s) for s in sentences], self.vocab, batch_size, self.bilm.max_characters_per_token
+        )
+        for start, (chars, _) in zip(range(0, len(sentences), batch_size), batches):
+            asked = [
+                (i, row_of[tuple(t)] - start, p)
+                for i, (t, p) in enumerate(parsed)
+                if start <= row_of[tuple(t)] < start + batch_size
+            ]
+            rows = tf.constant([[row, p] for _, row, p in asked], tf.int32)
+            for d, value in zip(DIRECTIONS, self._predict_words(chars, rows)):
+                out[d][[i for i, _, _ in asked]] = value.numpy()
+        return out
+
+    @tf.function(
+        input_signature=[tf.TensorSpec([None, None, None], tf.int32), tf.TensorSpec([None, 2], tf.int32)]
+    )  # one trace for every batch shape
+    def _predict_words(self, chars, rows):
+        """Softmax per direction for the word ``rows[:, 1]`` of sentence ``rows[:, 0]``: ``chars`` holds
+        ``<S>, w_0 .. </S>``, so word p is row p + 1; the forward state at row p has read up to w_{p-1} (its
+        target is row p + 1), the backward state at row p + 2 has read from w_{p+1} (its target is row p + 1)."""
+        out = self(chars, training=False)
+        forward = tf.gather_nd(out["forward"], rows)  # row p
+        backward = tf.gather_nd(out["backward"], rows + tf.constant([0, 2]))  # row p + 2
+        # logits and softmax in float64 (a [N, P] x [P, V] product: cheap), returned as float32: a float32 sum
+        # of two logits near 20 would already be off by ~1e-6 in a probability near 1
+        w, b = tf.cast(self.softmax_w, tf.float64), tf.cast(self.softmax_b, tf.float64)
+        logits_f = tf.matmul(tf.cast(forward, tf.float64), w, transpose_b=True) + b
+        logits_b = tf.matmul(tf.cast(backward, tf.float64), w, transpose_b=True) + b
+        return [tf.cast(tf.nn.softmax(x), tf.float32) for x in (logits_f, logits_b, logits_f + logits_b)]
+
     def get_config(self):
         return {
             **super().get_config(),
@@ -341,4 +520,14 @@ class BiLanguageModel(keras.Model):
             "vocab": self.vocab.tokens,
             "n_sampled": self.n_sampled,
             "dropout": self.dropout_rate,
+            "softmax_trained": self.softmax_trained,
         }
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        config = dict(config)
+        # a file saved before the flag existed: a saved language model is taken to be a trained one
+        softmax_trained = bool(config.pop("softmax_trained", True))
+        model = super().from_config(config, custom_objects)
+        model.softmax_trained = softmax_trained  # the weights a .keras file restores are those of the saved model
+        return model

@@ -444,6 +444,7 @@ def pretrain(
             with strategy.scope():
                 model.optimizer.build(model.trainable_variables)
             model.load_weights(os.path.join(backup_dir, "latest.weights.h5"))
+            model.softmax_trained = True  # the backup holds trained epochs
             log(f"restored epoch {backed_up} from {backup_dir} (>= --epochs {epochs}): writing those weights")
             state["epochs_completed"] = backed_up
         else:

@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from elmo_keras.errors import InputError
+from elmo_keras.io.load import open_vocab
 from elmo_keras.utils.files import atomic_file
 
 BOS, EOS, UNK = "<S>", "</S>", "<UNK>"
@@ -116,14 +117,14 @@ class Vocabulary:
         """Read a bilm-tf vocabulary file.
 
         Args:
-            path: the file, one token a line.
+            path: the file, one token a line; gzip-compressed when its name ends in ``.gz`` (``vocab.txt.gz``).
 
         Returns:
             A :class:`Vocabulary`.
         """
         if not os.path.exists(path):
             raise FileNotFoundError(f"vocabulary file not found: {os.fspath(path)!r}")
-        with open(path, encoding="utf-8") as f:
+        with open_vocab(path) as f:
             tokens = [line.rstrip("\n") for line in f]
         if tokens and tokens[-1] == "":
             tokens.pop()
