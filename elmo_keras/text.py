@@ -218,7 +218,8 @@ def assert_rows(valid, message: str) -> None:
 def check_char_ids(ids, max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN, n_characters: int = 262):
     """Char ids (e.g. from :func:`batch_to_ids`) -> int32, after checking them: an integer dtype and
     ``max_characters_per_token`` ids per token (InputError), every id in ``[0, n_characters)`` (see
-    :func:`assert_rows`).
+    :func:`assert_rows`; TensorFlow backend: other backends check the range of eager inputs before the call,
+    ``elmo_keras.layers.bilm.check_concrete_inputs``).
 
     Args:
         ids: integer tensor `[..., max_characters_per_token]`.
@@ -228,13 +229,13 @@ def check_char_ids(ids, max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN
     Returns:
         ``ids`` as int32.
     """
-    import tensorflow as tf
+    import keras
 
-    dtype = tf.as_dtype(ids.dtype)
-    if not dtype.is_integer:
+    dtype = keras.backend.standardize_dtype(ids.dtype)
+    if not dtype.startswith(("int", "uint")):
         raise InputError(
             f"char ids must be integers (int32, as elmo_keras.batch_to_ids makes them), got "
-            f"{dtype.name}; pass text as str, or cast ids that are whole numbers"
+            f"{dtype}; pass text as str, or cast ids that are whole numbers"
         )
     if ids.shape[-1] not in (None, max_characters_per_token):
         raise InputError(
@@ -242,6 +243,10 @@ def check_char_ids(ids, max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN
             f"max_characters_per_token={max_characters_per_token}: make them with "
             f"batch_to_ids(tokens, max_characters_per_token={max_characters_per_token})"
         )
+    if keras.backend.backend() != "tensorflow":  # JAX, PyTorch: eager calls are checked before (no graph asserts)
+        return keras.ops.cast(ids, "int32")
+    import tensorflow as tf
+
     assert_rows(
         (ids >= 0) & (ids < n_characters),
         f"char ids must be in [0, {n_characters}) (0 = padding token; see elmo_keras.batch_to_ids)",

@@ -16,6 +16,7 @@ from elmo_keras.elmo import Elmo
 from elmo_keras.io.weights import to_file_layout, variable_map
 from elmo_keras.layers.bilm import BiLM
 from elmo_keras.text import split_on_spaces, tokens_to_char_ids
+from elmo_keras.utils.backend import require_tensorflow
 from elmo_keras.utils.files import atomic_dir
 
 
@@ -127,6 +128,7 @@ def export_hub_module(model: Elmo | BiLM, path: str | os.PathLike, overwrite: bo
     assert os.path.exists(os.path.join(folder, "saved_model.pb"))
     ```
     """
+    require_tensorflow("export_hub_module")
     source = getattr(model, "bilm", model)
     if not isinstance(source, BiLM):
         raise TypeError(f"export_hub_module() takes an Elmo or a BiLM, got {type(model).__name__}")

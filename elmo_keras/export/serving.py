@@ -24,6 +24,7 @@ import tensorflow as tf
 from elmo_keras.elmo import Elmo
 from elmo_keras.errors import InputError
 from elmo_keras.text import split_sentences
+from elmo_keras.utils.backend import require_tensorflow
 from elmo_keras.utils.files import NO_ROOM, usual_permissions
 
 log = logging.getLogger(__name__)
@@ -216,6 +217,7 @@ def export_serving(
     assert folder.endswith("/1") and check_serving(model, folder, ["a good film"]) < 1e-4
     ```
     """
+    require_tensorflow("export_serving")
     kind = kind or model_kind(model)
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")

@@ -20,9 +20,13 @@ from elmo_keras.layers.char_cnn import CharCNN
 from elmo_keras.layers.gated_cnn import BiGatedCNN
 from elmo_keras.layers.initializers import weights_loaded_next
 from elmo_keras.layers.lstm import ProjectedBiLSTM, prefix_lengths
+from elmo_keras.layers.lstm_cell import ON_TENSORFLOW
 from elmo_keras.layers.transformer import BiTransformer
 from elmo_keras.saving import serializable
 from elmo_keras.text import boundary_char_ids, check_char_ids
+
+#: eager calls on JAX pad char ids to a multiple of this many tokens (and rows, stateless): fewer compiles
+JAX_BUCKET = 16
 
 
 @serializable
@@ -226,7 +230,33 @@ class BiLM(keras.layers.Layer):
 
     def __call__(self, inputs, *args, **kwargs):
         check_concrete_inputs(inputs, self.options["char_cnn"]["n_characters"])  # eager calls: a clear InputError
+        if keras.backend.backend() == "jax" and not (args or kwargs) and self.built and _concrete_jax(inputs):
+            return self._jax_jit_call(inputs)
         return super().__call__(inputs, *args, **kwargs)
+
+    def _jax_jit_call(self, inputs):
+        """An eager call on JAX, through a cached ``jax.jit`` of :meth:`stateless_call`: op by op, JAX would compile
+        each convolution and LSTM loop anew for every call. Char ids are padded with padding tokens to
+        ``JAX_BUCKET`` tokens (and, stateless, rows) so that one compile serves many shapes; the padding is masked,
+        then cut off (the same numbers). The carried state (stateful) goes back into the variables."""
+        import jax
+
+        function = self.__dict__.get("_jax_function")  # plain attribute: not tracked or saved by Keras
+        if function is None:
+            function = self.__dict__["_jax_function"] = jax.jit(self.stateless_call)
+        batch, steps = ops.shape(inputs[1] if isinstance(inputs, (tuple, list)) else inputs)[:2]
+        if not isinstance(inputs, (tuple, list)):  # stateful: no added rows (an empty row still reads <S> </S>)
+            rows = batch if self.stateful else -(-batch // JAX_BUCKET) * JAX_BUCKET
+            padding = [(0, rows - batch), (0, -(-max(steps, 1) // JAX_BUCKET) * JAX_BUCKET - steps), (0, 0)]
+            inputs = np.pad(np.asarray(inputs), padding)
+        trainable = [v.value for v in self.trainable_variables]
+        outputs, non_trainable = function(trainable, [v.value for v in self.non_trainable_variables], inputs)
+        for variable, value in zip(self.non_trainable_variables, non_trainable):
+            variable.assign(value)
+        return {
+            "layers": [layer[:batch, :steps] for layer in outputs["layers"]],
+            "mask": outputs["mask"][:batch, :steps],
+        }
 
     def build(self, input_shape=None):
         self.char_cnn.build(None)
@@ -360,11 +390,11 @@ class BiLM(keras.layers.Layer):
         if not self.stateful:
             return lstm(inputs, mask, return_final_state=False)[0]
         batch = ops.shape(inputs)[0]
-        tf.debugging.assert_less_equal(
-            batch,
-            self.max_batch_size,
-            message=f"elmo_keras: stateful BiLM got more rows than max_batch_size={self.max_batch_size}",
-        )
+        too_many = f"elmo_keras: stateful BiLM got more rows than max_batch_size={self.max_batch_size}"
+        if ON_TENSORFLOW:
+            tf.debugging.assert_less_equal(batch, self.max_batch_size, message=too_many)
+        elif batch > self.max_batch_size:  # JAX, PyTorch: the batch size is known when the call runs
+            raise InputError(f"{too_many}: build the BiLM with a larger max_batch_size, or send smaller batches")
         initial_state = [(c[:, :batch], h[:, :batch]) for c, h in self.state_vars]
         outputs, final_state = lstm(inputs, mask, initial_state=initial_state)
         for (c_var, h_var), (c, h) in zip(self.state_vars, final_state):
@@ -401,8 +431,9 @@ def check_concrete_inputs(inputs, n_characters: int) -> None:
     """Eagerly, on concrete values: raise InputError, naming the row and token, for what the in-graph assertions of
     :meth:`BiLM.call` would reject: char ids outside ``[0, n_characters)``, or padding before a real token.
 
-    Inside a graph (tf.function, ``model.fit``) or on symbolic inputs it does nothing: the graph keeps its
-    assertions and pays nothing for this check.
+    Inside a graph (tf.function, ``model.fit``, a JAX trace) or on symbolic inputs it does nothing: the
+    TensorFlow graph keeps its assertions and pays nothing for this check (on JAX and PyTorch only eager calls
+    are checked: there are no in-graph assertions).
 
     Args:
         inputs: padded tokens string [B, T] ("" = padding), char ids int [B, T, C], or a (token vectors, mask
@@ -411,10 +442,9 @@ def check_concrete_inputs(inputs, n_characters: int) -> None:
         n_characters: int, the char vocabulary size: ids must be in ``[0, n_characters)``.
     """
     pair = isinstance(inputs, (tuple, list)) and len(inputs) == 2
-    values = inputs[1] if pair else inputs
-    if not tf.executing_eagerly() or not isinstance(values, (np.ndarray, tf.Tensor)):
+    values = concrete_array(inputs[1] if pair else inputs)
+    if values is None:
         return
-    values = np.asarray(values)
     if pair and values.ndim == 2:
         mask, padding_is = values.astype(bool), "mask False"
     elif not pair and values.dtype.kind in "OS" and values.ndim == 2:  # text as a tensor holds bytes
@@ -440,6 +470,53 @@ def check_concrete_inputs(inputs, n_characters: int) -> None:
             "padding must come after the real tokens of each row: drop empty tokens, or pad at the "
             "end (elmo_keras.tasks.models.pad_tokens does)"
         )
+
+
+def _concrete_jax(inputs) -> bool:
+    """Whether every array in ``inputs`` (char ids, or a (vectors, mask) pair) is concrete, not a JAX tracer."""
+    return all(concrete_array(x) is not None for x in (inputs if isinstance(inputs, (tuple, list)) else [inputs]))
+
+
+def concrete_array(values) -> np.ndarray | None:
+    """``values`` as a NumPy array when they are concrete (a NumPy array, or an eager tensor of the active Keras
+    backend), else None (symbolic, traced, inside a tf.function, or not an array).
+
+    Args:
+        values: anything.
+
+    Returns:
+        A NumPy array, or `None`.
+
+    Example:
+
+    ```python
+    import keras
+    import numpy as np
+    from elmo_keras.layers.bilm import concrete_array
+
+    assert concrete_array(keras.ops.ones((2,))).tolist() == [1.0, 1.0]
+    assert concrete_array(keras.KerasTensor((2,))) is None and concrete_array([1]) is None
+    ```
+    """
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        if not tf.executing_eagerly() or not isinstance(values, (np.ndarray, tf.Tensor)):
+            return None
+    elif backend == "jax":
+        import jax
+
+        if not isinstance(values, (np.ndarray, jax.Array)) or isinstance(values, jax.core.Tracer):
+            return None
+    elif backend == "torch":
+        import torch
+
+        if isinstance(values, torch.Tensor):
+            return None if values.device.type == "meta" else values.detach().cpu().numpy()
+        if not isinstance(values, np.ndarray):
+            return None
+    elif not isinstance(values, np.ndarray):
+        return None
+    return np.asarray(values)
 
 
 def _make_encoder(kind: str, settings: dict, fast_inference: str | bool, **kwargs) -> keras.layers.Layer:

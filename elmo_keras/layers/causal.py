@@ -2,7 +2,7 @@
 
 Each direction is a stack of blocks that see only earlier steps of their input (causal attention, left-padded
 convolution). The forward stack reads each row as given; the backward stack reads it reversed within its own
-length (``tf.reverse_sequence``), so its positions count from the row's last token and padding never reaches a
+length (:func:`reverse_rows`), so its positions count from the row's last token and padding never reaches a
 real step. Each block returns (its output to the next block, the layer output), the backward layer outputs are
 put back in reading order, and layer k is ``[forward_k ; backward_k]``, zero at masked steps, as
 :class:`~elmo_keras.layers.ProjectedBiLSTM` gives it.
@@ -15,17 +15,40 @@ import tensorflow as tf
 from keras import ops
 
 
-def reverse_rows(x, lengths):
-    """[B, T, ...] -> each row's first ``lengths[b]`` steps reversed; the padding after them stays in place.
+def reverse_rows(x, lengths, seq_axis: int = 1):
+    """Each row's first ``lengths[b]`` steps reversed; the padding after them stays in place.
+
+    ``tf.reverse_sequence`` on the TensorFlow backend; elsewhere a gather (``keras.ops.take_along_axis``) of the
+    same steps.
 
     Args:
-        x: tensor `[B, T, ...]`.
+        x: tensor `[B, T, ...]` (`seq_axis=1`) or `[T, B, ...]` (`seq_axis=0`).
         lengths: int tensor `[B]`, each row's real steps.
+        seq_axis: int, the time axis: 1 or 0 (the other of the two leading axes is the batch). Defaults to `1`.
 
     Returns:
         A tensor like ``x``.
+
+    Example:
+
+    ```python
+    import numpy as np
+    from elmo_keras.layers.causal import reverse_rows
+
+    x = np.arange(6, dtype="float32").reshape(2, 3)
+    np.testing.assert_array_equal(reverse_rows(x, np.array([3, 2], "int32")), [[2, 1, 0], [4, 3, 5]])
+    ```
     """
-    return tf.reverse_sequence(x, lengths, seq_axis=1, batch_axis=0)
+    if keras.backend.backend() == "tensorflow":
+        return tf.reverse_sequence(x, lengths, seq_axis=seq_axis, batch_axis=1 - seq_axis)
+    x = ops.convert_to_tensor(x)
+    lengths = ops.cast(lengths, "int32")[:, None]  # [B, 1]
+    steps = ops.arange(ops.shape(x)[seq_axis], dtype="int32")[None, :]  # [1, T]
+    index = ops.where(steps < lengths, lengths - 1 - steps, steps)  # [B, T]
+    if seq_axis == 0:
+        index = ops.transpose(index)
+    index = ops.reshape(index, (*ops.shape(index), *[1] * (len(x.shape) - 2)))
+    return ops.take_along_axis(x, ops.broadcast_to(index, ops.shape(x)), axis=seq_axis)
 
 
 class CausalBiEncoder(keras.layers.Layer):

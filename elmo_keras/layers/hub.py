@@ -11,6 +11,7 @@ import tensorflow as tf
 from elmo_keras.io.hub_module import load_module, signature_function
 from elmo_keras.saving import serializable
 from elmo_keras.text import split_on_spaces
+from elmo_keras.utils.backend import require_tensorflow
 
 
 @serializable
@@ -57,6 +58,7 @@ class HubElmo(keras.layers.Layer):
     """
 
     def __init__(self, handle: str | os.PathLike, signature: str = "default", output_key: str = "elmo", **kwargs):
+        require_tensorflow("HubElmo", "convert the module to native layers with ek.Elmo.from_hub(path)")
         super().__init__(**kwargs)
         self.handle = os.fspath(handle)
         self.signature = signature

@@ -2,12 +2,14 @@
 
 The equations are :class:`~elmo_keras.layers.lstm_cell.ProjectedLSTMCell`; this module runs them over sequences.
 Both directions are processed together: the backward stack reads each row reversed within its own length
-(``tf.reverse_sequence``), so in both directions a row's real steps come first and its padding after. The
+(``causal.reverse_rows``), so in both directions a row's real steps come first and its padding after. The
 steps therefore need no masking: a row's padded steps come after everything its outputs depend on, and
 their outputs are zeroed once per layer after the loop. Only a caller that wants the final state (a stateful
 biLM) gets per-step masking, which holds each row's state after its last real step. The input-to-gate
 products of all steps are one matmul per direction; only h_{t-1} W_h and the projection stay in the per-step
 loop. A frozen layer takes the fast path of :mod:`elmo_keras.layers.lstm_inference` instead (``fast_inference``).
+Both loops are TensorFlow's (``tf.while_loop``); on the JAX and PyTorch backends every layer runs the same cell in
+``lstm_cell.scan_steps`` (``keras.ops.scan``), and ``fast_inference`` changes nothing there.
 """
 
 from __future__ import annotations
@@ -17,14 +19,16 @@ import tensorflow as tf
 from keras import ops
 
 from elmo_keras.layers import lstm_inference
+from elmo_keras.layers.causal import reverse_rows
 from elmo_keras.layers.initializers import initializer
-from elmo_keras.layers.lstm_cell import ProjectedLSTMCell, StepWeights, run_steps
+from elmo_keras.layers.lstm_cell import ON_TENSORFLOW, ProjectedLSTMCell, StepWeights, run_steps, scan_steps
 from elmo_keras.saving import serializable
 from elmo_keras.utils.deprecation import renamed_arguments
 
 
 def prefix_lengths(mask, message: str):
-    """Each row's count of True, asserting that they come first.
+    """Each row's count of True, asserting that they come first (an in-graph assertion on the TensorFlow backend;
+    other backends check concrete inputs before the call, ``bilm.check_concrete_inputs``).
 
     Args:
         mask: bool tensor `[B, T]`.
@@ -34,13 +38,15 @@ def prefix_lengths(mask, message: str):
         int32 tensor `[B]`.
     """
     lengths = ops.sum(ops.cast(mask, "int32"), axis=1)
+    if not ON_TENSORFLOW:
+        return lengths
     tf.debugging.assert_equal(mask, tf.sequence_mask(lengths, ops.shape(mask)[1]), message=message)
     return lengths
 
 
 def _reverse_rows(x, lengths):
     """[T, B, ...] -> each row's first ``lengths[b]`` steps reversed, its padded steps left where they are."""
-    return tf.reverse_sequence(x, lengths, seq_axis=0, batch_axis=1)
+    return reverse_rows(x, lengths, seq_axis=0)
 
 
 def _run_all_steps(cell: ProjectedLSTMCell, weights, xs, mask, hold_state: bool, c, h, out_tas):
@@ -204,13 +210,17 @@ class ProjectedBiLSTM(keras.layers.Layer):
         outputs, final_state = [], []
         for k in range(self.num_layers):
             c0, h0 = initial_state[k]
-            c, h = tf.unstack(ops.cast(c0, "float32"), 2), tf.unstack(ops.cast(h0, self.compute_dtype), 2)
-            out_tas = [tf.TensorArray(h[0].dtype, size=tf.shape(x)[0]) for _ in (0, 1)]
+            c, h = ops.unstack(ops.cast(c0, "float32"), 2), ops.unstack(ops.cast(h0, self.compute_dtype), 2)
             weights = [self._direction_weights(k, d) for d in (0, 1)] if step_weights is None else step_weights[k]
-            c, h, out_tas = run(cell, weights, xs, m, return_final_state, c, h, out_tas)
-            h_seqs = [ta.stack() for ta in out_tas]  # per direction [T, B, P], in processing order
-            for h_seq in h_seqs:
-                h_seq.set_shape([None, None, self.projection_dim])
+            if ON_TENSORFLOW:
+                out_tas = [tf.TensorArray(h[0].dtype, size=tf.shape(x)[0]) for _ in (0, 1)]
+                c, h, out_tas = run(cell, weights, xs, m, return_final_state, c, h, out_tas)
+                h_seqs = [ta.stack() for ta in out_tas]  # per direction [T, B, P], in processing order
+                for h_seq in h_seqs:
+                    h_seq.set_shape([None, None, self.projection_dim])
+            else:  # JAX, PyTorch: one scan over all steps, the same cell
+                gates = [cell.input_gates(x_d, w) for x_d, w in zip(xs, weights)]
+                c, h, h_seqs = scan_steps(cell, weights, gates, m, return_final_state, c, h)
             if self.use_skip_connections and k > 0:
                 h_seqs = [h_d + x_d for h_d, x_d in zip(h_seqs, xs)]
             h_seqs = [ops.where(m, h_d, ops.zeros_like(h_d)) for h_d in h_seqs]  # padded steps: zero, once

@@ -10,14 +10,23 @@ Cell (TF gate order i, j, f, o; forget bias +1)::
 The weights live on :class:`~elmo_keras.layers.ProjectedBiLSTM` (in the released layout, so that weight files and
 ``.keras`` files keep their shape); the cell only computes with them. This module is the readable reference that
 :mod:`elmo_keras.layers.lstm` (the sequence layer) and :mod:`elmo_keras.layers.lstm_inference` (its frozen fast
-path) share. The loops are ``tf.while_loop`` s (TensorFlow backend).
+path) share. On the TensorFlow backend the loop is a ``tf.while_loop`` over TensorArrays (:func:`run_steps`) and the
+equations use TensorFlow ops directly; on the other Keras backends (JAX, PyTorch) the same equations run on
+``keras.ops`` in a ``keras.ops.scan`` (:func:`scan_steps`).
 """
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+import keras
 import tensorflow as tf
+from keras import ops
+
+#: the TensorFlow backend keeps its own ops (its graphs, speed and numbers as tuned); other backends use keras.ops
+ON_TENSORFLOW = keras.backend.backend() == "tensorflow"
+#: the math of the equations: ``tf`` or ``keras.ops`` (the same names and signatures for what the cell uses)
+_math = tf if ON_TENSORFLOW else ops
 
 
 class StepWeights(NamedTuple):
@@ -44,6 +53,8 @@ def clip(x, limit: float | None):
     """
     if limit is None:
         return x
+    if not ON_TENSORFLOW:
+        return ops.clip(x, -limit, limit)
     return tf.raw_ops.ClipByValue(
         t=x, clip_value_min=tf.constant(-limit, x.dtype), clip_value_max=tf.constant(limit, x.dtype)
     )
@@ -72,16 +83,16 @@ class ProjectedLSTMCell:
 
     ```python
     import numpy as np
-    import tensorflow as tf
+    from keras import ops
     from elmo_keras.layers.lstm_cell import ProjectedLSTMCell, StepWeights
 
     rng = np.random.default_rng(0)
     p, d = 2, 3
     shapes = [(p, 4 * d), (p, 4 * d), (4 * d,), (d, p)]  # W_x, W_h, b, W_P
-    weights = StepWeights(*(tf.constant(rng.normal(size=s), tf.float32) for s in shapes))
+    weights = StepWeights(*(ops.convert_to_tensor(rng.normal(size=s).astype("float32")) for s in shapes))
     cell = ProjectedLSTMCell(cell_clip=3.0, proj_clip=3.0)
-    x = tf.constant(rng.normal(size=(1, 4, p)), tf.float32)  # [steps, batch, P]
-    c, h = tf.zeros((4, d)), tf.zeros((4, p))
+    x = ops.convert_to_tensor(rng.normal(size=(1, 4, p)).astype("float32"))  # [steps, batch, P]
+    c, h = ops.zeros((4, d)), ops.zeros((4, p))
     c, h = cell(cell.input_gates(x, weights)[0], c, h, weights)
     assert h.shape == (4, p) and np.abs(h).max() <= 3.0
     ```
@@ -101,7 +112,7 @@ class ProjectedLSTMCell:
         Returns:
             `x W_x + b`, `[T, B, 4D]`.
         """
-        return tf.einsum("tbp,pg->tbg", x, weights.input_kernel) + weights.bias
+        return _math.einsum("tbp,pg->tbg", x, weights.input_kernel) + weights.bias
 
     def matmul(self, x, kernel):
         """A per-step product.
@@ -113,19 +124,19 @@ class ProjectedLSTMCell:
         Returns:
             `x kernel`, `[B, N]`.
         """
-        return tf.matmul(x, kernel)
+        return _math.matmul(x, kernel)
 
     def __call__(self, input_gates, c, h, weights: StepWeights):
         gates = input_gates + self.matmul(h, weights.recurrent_kernel)
-        i, j, f, o = tf.split(tf.cast(gates, tf.float32), 4, axis=-1)
-        c = clip(tf.sigmoid(f + 1.0) * c + tf.sigmoid(i) * tf.tanh(j), self.cell_clip)
-        m = tf.cast(tf.sigmoid(o) * tf.tanh(c), weights.projection.dtype)
+        i, j, f, o = _math.split(_math.cast(gates, "float32"), 4, axis=-1)
+        c = clip(_math.sigmoid(f + 1.0) * c + _math.sigmoid(i) * _math.tanh(j), self.cell_clip)
+        m = _math.cast(_math.sigmoid(o) * _math.tanh(c), weights.projection.dtype)
         return c, clip(self.matmul(m, weights.projection), self.proj_clip)
 
 
 def run_steps(cell: ProjectedLSTMCell, weights, gate_reads, mask, hold_state: bool, start, end, c, h, out_tas):
     """Steps ``start`` to ``end`` of one layer, both directions in one loop (so that the executor's inter-op threads
-    can run the two directions' GEMMs side by side).
+    can run the two directions' GEMMs side by side). TensorFlow backend (see :func:`scan_steps` for the others).
 
     Args:
         cell: the `ProjectedLSTMCell` (or a subclass for another weight layout).
@@ -156,3 +167,58 @@ def run_steps(cell: ProjectedLSTMCell, weights, gate_reads, mask, hold_state: bo
         return t + 1, new_c, new_h, new_out
 
     return tf.while_loop(lambda t, *_: t < end, body, (start, c, h, out_tas))[1:]
+
+
+def scan_steps(cell: ProjectedLSTMCell, weights, gates, mask, hold_state: bool, c, h):
+    """All steps of one layer, both directions in one ``keras.ops.scan`` (``lax.scan`` on JAX, a Python loop on
+    PyTorch): the loop of the backends other than TensorFlow, on the same cell as :func:`run_steps`.
+
+    Args:
+        cell: the `ProjectedLSTMCell`.
+        weights: per direction, a `StepWeights`.
+        gates: per direction, the input gates of all steps `[T, B, 4D]` (`cell.input_gates`).
+        mask: bool `[T, B, 1]`.
+        hold_state: as in `run_steps`.
+        c: per direction, the cell state `[B, D]` before the first step.
+        h: per direction, the output `[B, P]` before the first step.
+
+    Returns:
+        `(c, h, outputs)`: the state after the last step, and per direction the outputs `[T, B, P]`.
+
+    Example:
+
+    ```python
+    import numpy as np
+    from keras import ops
+    from elmo_keras.layers.lstm_cell import ProjectedLSTMCell, StepWeights, scan_steps
+
+    rng = np.random.default_rng(0)
+    p, d, steps, batch = 2, 3, 4, 1
+    shapes = [(p, 4 * d), (p, 4 * d), (4 * d,), (d, p)]
+    weights = [StepWeights(*(ops.convert_to_tensor(rng.normal(size=s).astype("float32")) for s in shapes))] * 2
+    cell = ProjectedLSTMCell(cell_clip=3.0, proj_clip=3.0)
+    x = ops.convert_to_tensor(rng.normal(size=(steps, batch, p)).astype("float32"))
+    gates = [cell.input_gates(x, w) for w in weights]
+    mask = ops.ones((steps, batch, 1), "bool")
+    zeros_c, zeros_h = ops.zeros((batch, d)), ops.zeros((batch, p))
+    c, h, outputs = scan_steps(cell, weights, gates, mask, False, [zeros_c] * 2, [zeros_h] * 2)
+    assert tuple(outputs[0].shape) == (steps, batch, p)
+    np.testing.assert_allclose(outputs[0][-1], h[0])
+    ```
+    """
+
+    def step(carry, inputs):
+        c, h = carry
+        step_gates, step_mask = inputs
+        new_c, new_h = [], []
+        for direction, direction_weights in enumerate(weights):
+            c_t, h_t = cell(step_gates[direction], c[direction], h[direction], direction_weights)
+            if hold_state:
+                c_t = ops.where(step_mask, c_t, c[direction])
+                h_t = ops.where(step_mask, h_t, h[direction])
+            new_c.append(c_t)
+            new_h.append(h_t)
+        return (new_c, new_h), (new_c, new_h)  # outputs shaped like the carry, as TensorFlow's ops.scan needs
+
+    (c, h), (_, outputs) = ops.scan(step, (list(c), list(h)), (list(gates), mask))
+    return c, h, outputs

@@ -8,6 +8,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from elmo_keras.elmo import Elmo
 from elmo_keras.errors import InputError
 from elmo_keras.layers.fusion import StackLayers, UnstackLayers, make_layer_mixer
 from elmo_keras.layers.hub import HubElmo
@@ -16,6 +17,7 @@ from elmo_keras.layers.segments import SegmentedEncoder
 from elmo_keras.saving import serializable
 from elmo_keras.tasks.embed_once import FEATURES_HEAD, FIT_ARGUMENTS, EmbedOnce, strings
 from elmo_keras.tasks.metrics import MultiLabelBinaryCrossentropy, MultiLabelF1, PrecisionAtK, pad_label_indices
+from elmo_keras.tasks.text_pipeline import LENGTH_MULTIPLE, char_ids_width, is_text, text_dataset, text_to_char_ids
 from elmo_keras.text import as_text, pad_tokens
 
 HEADS = ("bigru", "bilstm_bigru", "pool")
@@ -34,11 +36,16 @@ __all__ = [
 
 @serializable
 class TextModel(keras.Model):
-    """A functional model over one string input (what :func:`text_classifier` and :func:`sequence_tagger` return).
+    """A functional model over text (what :func:`text_classifier` and :func:`sequence_tagger` return).
 
     Calls, ``fit`` (and its ``validation_data``), ``evaluate`` and ``predict`` also take lists or tuples of str,
     token lists and NumPy ``'<U'``/object arrays (:func:`elmo_keras.text.as_text`); numbers or a wrong rank are an
     :class:`~elmo_keras.errors.InputError` saying what the model expects.
+
+    Its input is a string tensor on TensorFlow. On JAX and PyTorch (no string tensors; or with ``char_ids=True``)
+    it is char ids int32 `[B, T, 50]`, and texts given to ``fit``, ``evaluate``, ``predict`` or a call are turned
+    into char ids before the model, in ``tf.data`` (:mod:`elmo_keras.tasks.text_pipeline`), as keras-hub does;
+    char ids (``ek.batch_to_ids``) are taken as they are.
 
     Example:
 
@@ -52,6 +59,8 @@ class TextModel(keras.Model):
     """
 
     def _text(self, x):
+        if char_ids_width(self) is not None:  # a model over char ids: texts become char ids here
+            return text_to_char_ids(x, char_ids_width(self), LENGTH_MULTIPLE) if is_text(x) else x
         x = as_text(x)
         rank = len(self.inputs[0].shape)
         expects = "sentences, str [batch]" if rank == 1 else "padded tokens, str [batch, max_len]"
@@ -95,6 +104,8 @@ class TextModel(keras.Model):
         Returns:
             The Keras ``History``.
         """
+        if char_ids_width(self) is not None and is_text(x):
+            return self._fit_texts(x, y, args, validation_data, embed_once, kwargs)
         x, y = self._text(x), self._labels(y)
         if isinstance(validation_data, (tuple, list)) and validation_data:
             validation_data = (self._text(validation_data[0]), *map(self._labels, validation_data[1:]))
@@ -106,6 +117,35 @@ class TextModel(keras.Model):
         if embed_once:
             raise ValueError(f"embed_once=True, but this fit cannot embed once: {plan}")
         return super().fit(x, y, *args, validation_data=validation_data, **kwargs)
+
+    def _pipeline(self, texts, labels=None, batch_size: int | None = None, shuffle: bool = False, trim: bool = True):
+        """Texts (and labels) -> the char-id dataset of a model over char ids (see :mod:`text_pipeline`)."""
+        labels = None if labels is None else self._labels(labels)
+        return text_dataset(
+            texts,
+            labels,
+            batch_size=batch_size or 32,
+            shuffle=shuffle,
+            token_labels=len(self.outputs[0].shape) == 3,
+            max_characters_per_token=char_ids_width(self),
+            trim=trim,
+        )
+
+    def _fit_texts(self, x, y, args: tuple, validation_data, embed_once: bool | None, kwargs: dict):
+        """``fit`` of a model over char ids on texts: the text step runs in the ``tf.data`` pipeline."""
+        if embed_once:
+            raise ValueError("embed_once=True, but this fit cannot embed once: the model takes char ids")
+        if args or {"validation_split", "sample_weight", "steps_per_epoch"} & set(kwargs):
+            raise InputError(
+                "fit on texts of a model over char ids takes x, y and keyword arguments such as epochs, "
+                "batch_size, shuffle, validation_data and callbacks (no validation_split, sample_weight or "
+                "steps_per_epoch: pass a tf.data.Dataset of (ek.batch_to_ids(...), labels) for those)"
+            )
+        batch_size = kwargs.pop("batch_size", None)
+        data = self._pipeline(x, y, batch_size, shuffle=kwargs.pop("shuffle", True))
+        if isinstance(validation_data, (tuple, list)) and validation_data and is_text(validation_data[0]):
+            validation_data = self._pipeline(*validation_data[:2], kwargs.pop("validation_batch_size", batch_size))
+        return super().fit(data, validation_data=validation_data, shuffle=False, **kwargs)  # the pipeline shuffles
 
     def _embed_once(self, x, y, args: tuple, validation_data, kwargs: dict) -> EmbedOnce | str:
         """The embed-once plan for this ``fit`` call, or why there is none."""
@@ -124,9 +164,14 @@ class TextModel(keras.Model):
         return plan
 
     def evaluate(self, x=None, y=None, *args, **kwargs):
+        if char_ids_width(self) is not None and is_text(x):
+            return super().evaluate(self._pipeline(x, y, kwargs.pop("batch_size", None)), *args, **kwargs)
         return super().evaluate(self._text(x), self._labels(y), *args, **kwargs)
 
     def predict(self, x, *args, **kwargs):
+        if char_ids_width(self) is not None and is_text(x):  # every batch as wide as the widest text: one array
+            wide = text_to_char_ids(x, char_ids_width(self), LENGTH_MULTIPLE)
+            return super().predict(wide, *args, **kwargs)
         return super().predict(self._text(x), *args, **kwargs)
 
 
@@ -172,8 +217,12 @@ def text_classifier(
     top_k: int = 5,
     word_embedding: keras.layers.Layer | None = None,
     name: str = "text_classifier",
+    char_ids: bool | None = None,
 ) -> keras.Model:
     """A compiled ``keras.Model``: raw strings [B] -> class probabilities [B, num_classes].
+
+    With ``char_ids`` (the default on the JAX and PyTorch backends, which have no string ops) the model takes char
+    ids int32 [B, T, 50] (:func:`elmo_keras.batch_to_ids`) instead, over an ``ek.Elmo``.
 
     Compiled with Adam(learning_rate); compile again to change optimizer, loss or metrics.
 
@@ -199,9 +248,12 @@ def text_classifier(
             ``StaticEmbedding.from_corpus(train_tokens, dim)``), concatenated with the mixed ELMo sequence
             before the head; or ``None``.
         name: the model's name.
+        char_ids: take char ids int32 `[B, T, max_characters_per_token]` instead of text (an ``ek.Elmo``
+            embedder; no ``max_tokens`` or ``word_embedding``, which read text); ``None``: on the TensorFlow
+            backend text, on the others char ids.
 
     Returns:
-        A compiled :class:`TextModel`.
+        A compiled :class:`TextModel` (over char ids with ``char_ids``; it still takes texts, see there).
 
     Example:
 
@@ -214,6 +266,14 @@ def text_classifier(
     ```
     """
     _check_classifier_args(head, num_classes, multi_label)
+    if _takes_char_ids(embedder, char_ids, max_tokens=max_tokens, word_embedding=word_embedding):
+        ids = _char_ids_input(embedder)
+        layers = _layer_embedder(embedder)(ids)
+        stacked = StackLayers(name="stack_layers")(layers)
+        pooled = _features_head(len(layers), layers[0].shape[-1], head, mix, mix_weights, units, hidden, None)(stacked)
+        return _compiled_classifier(
+            TextModel, ids, pooled, num_classes, multi_label, dropout, learning_rate, top_k, name
+        )
     tokens = keras.Input(shape=(None,), dtype="string", name="tokens")
     layers = _layer_embedder(embedder)(tokens)
     if isinstance(layers, (list, tuple)):  # biLM layers: mixed inside the features head (see TextModel.fit)
@@ -229,6 +289,32 @@ def text_classifier(
     text = keras.Input(shape=(), dtype="string", name="text")
     doc = SegmentedEncoder(encoder, max_tokens=max_tokens, name="document")(text)
     return _compiled_classifier(TextModel, text, doc, num_classes, multi_label, dropout, learning_rate, top_k, name)
+
+
+def _takes_char_ids(embedder: keras.layers.Layer, char_ids: bool | None, **text_only) -> bool:
+    """Whether a model over ``embedder`` takes char ids (``char_ids`` None: on the backends without string ops),
+    after checking that it can: an ``Elmo`` embedder, and none of the arguments in ``text_only`` given."""
+    if char_ids is None:
+        char_ids = keras.backend.backend() != "tensorflow"
+    if not char_ids:
+        return False
+    where = (
+        "" if keras.backend.backend() == "tensorflow" else f" (the {keras.backend.backend()} backend has no string ops)"
+    )
+    if not isinstance(embedder, Elmo):
+        raise InputError(
+            f"a model over char ids{where} needs an ek.Elmo embedder, got {type(embedder).__name__}: "
+            "use ek.Elmo.from_preset(...) or ek.Elmo.from_pretrained(...)"
+        )
+    given = sorted(key for key, value in text_only.items() if value is not None)
+    if given:
+        raise InputError(f"{', '.join(given)} read text: leave them out for a model over char ids{where}")
+    return True
+
+
+def _char_ids_input(embedder: keras.layers.Layer):
+    """The model input of char ids, int32 [B, T, max_characters_per_token] of ``embedder`` (an Elmo)."""
+    return keras.Input(shape=(None, embedder.bilm.max_characters_per_token), dtype="int32", name="char_ids")
 
 
 def _check_classifier_args(head: str, num_classes: int, multi_label: bool) -> None:
@@ -369,6 +455,7 @@ def sequence_tagger(
     dropout: float = 0.3,
     learning_rate: float = 1e-3,
     name: str = "sequence_tagger",
+    char_ids: bool | None = None,
 ) -> keras.Model:
     """A compiled ``keras.Model``: padded tokens [B, T] ("" = padding, see :func:`pad_tokens`) -> tag
     probabilities [B, T, num_tags].
@@ -387,9 +474,12 @@ def sequence_tagger(
         dropout: dropout rate before the output layer.
         learning_rate: Adam's learning rate.
         name: the model's name.
+        char_ids: take char ids int32 `[B, T, max_characters_per_token]` (:func:`elmo_keras.batch_to_ids`)
+            instead of padded tokens, over an ``ek.Elmo``; ``None``: on the TensorFlow backend tokens, on the
+            others (no string ops) char ids.
 
     Returns:
-        A compiled :class:`TextModel`.
+        A compiled :class:`TextModel` (over char ids with ``char_ids``; it still takes texts, see there).
 
     Example:
 
@@ -403,7 +493,8 @@ def sequence_tagger(
     """
     if num_tags < 2:
         raise ValueError(f"num_tags must be >= 2, got {num_tags}")
-    tokens = keras.Input(shape=(None,), dtype="string", name="tokens")
+    on_char_ids = _takes_char_ids(embedder, char_ids)
+    tokens = _char_ids_input(embedder) if on_char_ids else keras.Input(shape=(None,), dtype="string", name="tokens")
     layers = _layer_embedder(embedder)(tokens)
     if isinstance(layers, (list, tuple)):
         layers = make_layer_mixer(mix, len(layers), mix_weights=mix_weights, hidden=hidden)(layers)
