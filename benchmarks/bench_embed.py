@@ -6,6 +6,7 @@ the released layout, its sentences) and ours on the same files, each in a fresh 
 both implementations' figures, the ratios of medians, a stage profile of ours and the output check:
 
     python benchmarks/bench_embed.py --compare-allennlp /work/rig --size original
+    python benchmarks/bench_embed.py --compare-allennlp /work/rig --size small --backend tensorflow jax torch
     python benchmarks/bench_embed.py --table benchmarks/results/bench_embed_original.json ...   # README table
 
 Protocol (the rig's): the first ``--sentences`` sentences of ``bench_sentences.txt``, sorted by length, batch
@@ -15,6 +16,9 @@ every pass. Peak RSS: the process's peak through loading, warm-up and the timed 
 pass through ``embed_sentences`` on the unsorted sentences (it returns, so holds, all 600 outputs) is reported
 apart (``embed_sentences`` in each run). Latency: one 10-token sentence, batch size 1, p50 of 50 calls after one
 warm-up call (cache emptied before each call).
+
+``--backend``: ours on each Keras backend named (``KERAS_BACKEND`` of the child process), float32, in the same
+alternating rounds, on the same weights and sentences; the TensorFlow-only stage profile is left out of the others.
 """
 
 from __future__ import annotations
@@ -176,10 +180,16 @@ def lstm_step_profile(bilm, batch: int, steps: int = 20) -> dict:
 
 
 def run_ours(args) -> dict:
+    import keras
     import tensorflow as tf
 
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads or args.threads)
+    on_tensorflow = keras.backend.backend() == "tensorflow"
+    if keras.backend.backend() == "torch":
+        import torch
+
+        torch.set_num_threads(args.threads)
     from elmo_keras.embed import ElmoEmbedder
 
     start = time.perf_counter()
@@ -205,13 +215,15 @@ def run_ours(args) -> dict:
             emb.embed_batch(batch)
 
     result = timed_passes(one_pass, args.repeats)
-    timer = StageTimer(emb)
-    start = time.perf_counter()
-    one_pass()  # one more pass, its stages timed (the rest: its own wall time less theirs)
-    staged_s = time.perf_counter() - start
-    stages = {name: round(s, 3) for name, s in timer.seconds.items()}
-    stages["host_prep_and_rest"] = round(staged_s - sum(timer.seconds.values()), 3)
-    emb._token_vectors, emb._context = timer.token_vectors, timer.context
+    stages = None
+    if on_tensorflow:  # the stage profile wraps TensorFlow functions
+        timer = StageTimer(emb)
+        start = time.perf_counter()
+        one_pass()  # one more pass, its stages timed (the rest: its own wall time less theirs)
+        staged_s = time.perf_counter() - start
+        stages = {name: round(s, 3) for name, s in timer.seconds.items()}
+        stages["host_prep_and_rest"] = round(staged_s - sum(timer.seconds.values()), 3)
+        emb._token_vectors, emb._context = timer.token_vectors, timer.context
 
     def api_pass():  # the API on the unsorted input: sorts in chunks, returns (so holds) every output in order
         emb.cache.clear()
@@ -224,6 +236,8 @@ def run_ours(args) -> dict:
         np.save(args.dump_npy, top_layer_padded(emb, sentences[:N_DUMP]))
     return {
         "impl": "elmo_keras",
+        "backend": keras.backend.backend(),
+        "jit_compile": emb.jit_compile,
         "dtype": emb.bilm.dtype_policy.name,
         "step_layout": emb.step_layout,
         "load_s": round(load_s, 2),
@@ -237,7 +251,7 @@ def run_ours(args) -> dict:
             "peak_rss_inference_mb_outputs_held": api["peak_rss_inference_mb"],
         },
         "stages_s": stages,
-        "lstm_ms_per_step_batch64": lstm_step_profile(emb.bilm, args.batch_size),
+        "lstm_ms_per_step_batch64": lstm_step_profile(emb.bilm, args.batch_size) if on_tensorflow else None,
         "loadavg": loadavg(),
     }
 
@@ -252,8 +266,10 @@ def top_layer_padded(emb, sentences: list[list[str]]) -> np.ndarray:
 
 
 # -- the driver ------------------------------------------------------------------------------------------------
-def run_child(cmd: list[str]) -> dict:
+def run_child(cmd: list[str], backend: str | None = None) -> dict:
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "USE_TF": "0"}  # USE_TF=0: transformers must not load TF
+    if backend:
+        env["KERAS_BACKEND"] = backend
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
@@ -376,7 +392,13 @@ def compare(args) -> None:
 
         args.extra_dtypes = "bfloat16" if bf16_units() else ""
     extra_dtypes = [d for d in args.extra_dtypes.split(",") if d]
-    runs: dict[str, list[dict]] = {"allennlp": [], "float32": [], **{d: [] for d in extra_dtypes}}
+    backends = [b for b in args.backend if b != "tensorflow"]  # TensorFlow's run is the "float32" row
+    runs: dict[str, list[dict]] = {
+        "allennlp": [],
+        "float32": [],
+        **{d: [] for d in extra_dtypes},
+        **{f"{b} float32": [] for b in backends},
+    }
     with tempfile.TemporaryDirectory() as tmp:
         dumps = {name: os.path.join(tmp, f"{name}.npy") for name in runs}
         for round_ in range(args.rounds):
@@ -385,10 +407,17 @@ def compare(args) -> None:
             runs["allennlp"].append(run_allennlp(rig, args, dumps["allennlp"] if first else None))
             for dtype in ("float32", *(extra_dtypes if first else ())):  # the extra dtypes once: a 10-minute run
                 runs[dtype].append(run_child(ours_cmd(args, dtype, dumps[dtype] if first else None)))
+            for backend in backends:
+                name = f"{backend} float32"
+                runs[name].append(run_child(ours_cmd(args, "float32", dumps[name] if first else None), backend))
         checks = {
             "float32_top_layer_max_abs_diff_vs_allennlp": max_abs_diff(dumps["float32"], dumps["allennlp"]),
             "top_layer_max_abs": float(np.abs(np.load(dumps["allennlp"])).max()),
             **{f"{d}_vs_float32_top_layer_cosine": cosine_stats(dumps[d], dumps["float32"]) for d in extra_dtypes},
+            **{
+                f"{b}_top_layer_max_abs_diff_vs_tensorflow": max_abs_diff(dumps[f"{b} float32"], dumps["float32"])
+                for b in backends
+            },
         }
     medians = {name: summary(r) for name, r in runs.items()}
     base = medians["allennlp"]
@@ -413,7 +442,9 @@ def compare(args) -> None:
             "rounds": args.rounds,
             "order": "alternating: allennlp, ours float32 per round ("
             + (", ".join(extra_dtypes) or "-")
-            + ": first round only); figures are medians over rounds of per-run medians",
+            + ": first round only; then "
+            + (", ".join(backends) or "no other backend")
+            + "); figures are medians over rounds of per-run medians",
             "latency": f"one {LATENCY_TOKENS}-token sentence, batch 1, p50 of {LATENCY_CALLS} calls",
         },
         "medians": medians,
@@ -442,6 +473,8 @@ def markdown_table(results: list[dict]) -> str:
         for name, m in result["medians"].items():
             ratio = result["ratios_vs_allennlp"].get(name, {"throughput": 1.0, "latency": 1.0})
             label = "AllenNLP 2.10.1" if name == "allennlp" else f"elmo_keras {name}"
+            if name in ("float32", *(d for d in ("bfloat16", "mixed_bfloat16") if d in result["medians"])):
+                label += " (tensorflow)" if any(" " in other for other in result["medians"]) else ""
             lines.append(
                 f"| {machine} | {result['size']} | {label} | {m['tokens_per_s']:.0f} "
                 f"| {ratio['throughput']:.2f}x | {m['p50_latency_ms']:.0f} ms | {ratio['latency']:.2f}x "
@@ -465,6 +498,13 @@ def main() -> None:
         default=None,
         help="also run ours with these dtypes (comma-separated; default: bfloat16 where the CPU has "
         "bf16 matrix units, as dtype='auto' decides, else none: it is emulated and slow there)",
+    )
+    parser.add_argument(
+        "--backend",
+        nargs="+",
+        default=["tensorflow"],
+        choices=["tensorflow", "jax", "torch"],
+        help="Keras backends to run ours on (float32), each in its own child process (default: tensorflow)",
     )
     parser.add_argument("--out", help="results JSON (default benchmarks/results/bench_embed_SIZE.json)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)

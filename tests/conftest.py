@@ -9,6 +9,13 @@ import pytest  # noqa: E402
 
 FIXTURE = Path(__file__).parent / "fixtures" / "bilm-tf" / "model"
 
+# The checks written for the other Keras backends run there (tests/test_backend_subsets.py starts them under JAX
+# and PyTorch); on TensorFlow, the reference backend that the rest of the suite covers, they are not collected
+# (ELMO_KERAS_BACKEND_TESTS=1 collects them anyway).
+OTHER_BACKEND_FILES = ["test_backends.py", "test_backend_tf_only.py"]
+ON_TENSORFLOW = os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow"
+collect_ignore = OTHER_BACKEND_FILES if ON_TENSORFLOW and os.environ.get("ELMO_KERAS_BACKEND_TESTS") != "1" else []
+
 
 @pytest.fixture(scope="session", autouse=True)
 def cpu_without_bf16_units():

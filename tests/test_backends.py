@@ -1,7 +1,8 @@
 """The layers on every Keras backend (issue #36): run under the active one (KERAS_BACKEND=jax|torch|tensorflow).
 
 tests/test_backend_subsets.py runs this file under JAX and PyTorch from the normal (TensorFlow) suite. Under
-TensorFlow, the reference backend that the rest of the suite covers, it runs only when ELMO_KERAS_BACKEND_TESTS=1.
+TensorFlow, the reference backend that the rest of the suite covers, it is collected only with
+ELMO_KERAS_BACKEND_TESTS=1 (tests/conftest.py).
 No TensorFlow-only calls here: the checks read outputs with NumPy.
 """
 
@@ -28,13 +29,7 @@ to_numpy = keras.ops.convert_to_numpy  # any backend's tensor (a PyTorch one tha
 #: the backend on the other side of the cross-backend .keras check (a subprocess loads ours, writes its own)
 OTHER = "jax" if BACKEND == "tensorflow" else "tensorflow"
 
-pytestmark = [
-    pytest.mark.backend,
-    pytest.mark.skipif(
-        BACKEND == "tensorflow" and os.environ.get("ELMO_KERAS_BACKEND_TESTS") != "1",
-        reason="TensorFlow is the reference backend (the whole suite); set ELMO_KERAS_BACKEND_TESTS=1 to run these",
-    ),
-]
+pytestmark = pytest.mark.backend  # not collected on TensorFlow: see conftest.py
 
 SENTENCES = [["The", "bank", "approved", "the", "loan", "."], ["Hi"], ["He", "sat", "by", "the", "river"]]
 #: stateless parity with the NumPy reference and across backends (float32; measured below 2e-6)

@@ -136,7 +136,7 @@ def test_file_size_limit_is_one_line_then_the_same_command_resumes(corpus, tmp_p
     assert (
         err.strip().splitlines()[-1]
         == (
-            f"elmo-keras embed: error: disk full / file too large writing {out}.partial: free space (or raise the "
+            f"elmo-keras embed: error: disk full or file too large writing {out}.partial: free space (or raise the "
             f"limit) and run the same command again to resume"
         )
         and "Traceback" not in err

@@ -20,7 +20,6 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import shutil
 import signal
 import sys
@@ -39,7 +38,7 @@ from elmo_keras.corpus.lines import InputScan, decode_line, read_lines, scan_inp
 from elmo_keras.errors import InputError
 from elmo_keras.layers.pooling import pool_modes
 from elmo_keras.text import tokenize
-from elmo_keras.utils.files import NO_ROOM, publish, remove_stale_temporaries, write_json
+from elmo_keras.utils.files import no_room_errno, publish, remove_stale_temporaries, write_json
 
 OUTPUT_FORMATS = ("hdf5", "shards", "npy")
 LOCK = ".lock"
@@ -456,25 +455,6 @@ def _finish(folder: str, manifest: dict, output_path: str, assembly: Assembly | 
     shutil.rmtree(folder)
 
 
-_ERRNO_IN_TEXT = re.compile(r"\[Errno (\d+)\]|errno = (\d+)")  # Python's OSError text; HDF5's (h5py) error text
-
-
-def _out_of_room(err: BaseException | None) -> bool:
-    """Whether ``err``, or an error it was raised in handling (e.g. h5py's failed close after a failed write), is
-    a write refused for lack of room: an OSError with such an errno, or an error whose text names one (HDF5;
-    Beam, which reports a worker's error as text)."""
-    while err is not None:
-        numbers = (
-            [err.errno]
-            if isinstance(err, OSError) and err.errno
-            else [int(a or b) for a, b in _ERRNO_IN_TEXT.findall(str(err))]
-        )
-        if any(number in NO_ROOM for number in numbers):
-            return True
-        err = err.__cause__ or err.__context__
-    return False
-
-
 @contextlib.contextmanager
 def _room_checked(folder: str) -> Iterator[None]:
     """A write refused for lack of room becomes an :class:`InputError` that says what to do: what is committed
@@ -482,10 +462,10 @@ def _room_checked(folder: str) -> Iterator[None]:
     try:
         yield
     except Exception as err:
-        if not _out_of_room(err):
+        if no_room_errno(err) is None:
             raise
         raise InputError(
-            f"disk full / file too large writing {folder}: free space (or raise the limit) and run "
+            f"disk full or file too large writing {folder}: free space (or raise the limit) and run "
             f"the same command again to resume"
         ) from err
 

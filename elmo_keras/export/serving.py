@@ -25,7 +25,7 @@ from elmo_keras.elmo import Elmo
 from elmo_keras.errors import InputError
 from elmo_keras.text import split_sentences
 from elmo_keras.utils.backend import require_tensorflow
-from elmo_keras.utils.files import NO_ROOM, usual_permissions
+from elmo_keras.utils.files import no_room_errno, usual_permissions
 
 log = logging.getLogger(__name__)
 
@@ -243,10 +243,10 @@ def export_serving(
         try:
             archive.write_out(tmp, verbose=False)
         except tf.errors.OpError as err:  # TensorFlow's file writes report a full disk as an op error
-            no_room = _no_room(err, base)
-            if no_room is None:
+            code = no_room_errno(err)
+            if code is None:
                 raise
-            raise no_room from err
+            raise OSError(code, os.strerror(code), base) from err
         if warmup_texts:
             _write_warmup(tmp, os.path.basename(base), list(warmup_texts))
         usual_permissions(tmp)  # mkdtemp makes it 0700: TF Serving may run as another user
@@ -256,14 +256,6 @@ def export_serving(
         raise
     finally:
         os.close(claim)
-
-
-def _no_room(err: tf.errors.OpError, path: str) -> OSError | None:
-    """The ``OSError`` of a full disk or a file-size limit that TensorFlow reported as ``err``, else None."""
-    for code in NO_ROOM:
-        if os.strerror(code) in err.message:
-            return OSError(code, os.strerror(code), path)
-    return None
 
 
 def _remove_abandoned(base: str, started: float) -> None:

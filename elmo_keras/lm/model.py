@@ -27,6 +27,7 @@ from elmo_keras.lm.predict import (
 )
 from elmo_keras.lm.vocab import Vocabulary
 from elmo_keras.saving import serializable
+from elmo_keras.utils.backend import require_tensorflow
 
 SOFTMAX_W, SOFTMAX_B = "softmax/W", "softmax/b"  # names in bilm-tf checkpoints and in our softmax hdf5
 
@@ -117,6 +118,9 @@ class BiLanguageModel(keras.Model):
         dropout: float = 0.1,
         **kwargs,
     ):
+        require_tensorflow(
+            "BiLanguageModel (pretraining, the LM's predictions)", "its biLM loads on any backend: ek.BiLM.from_preset"
+        )
         super().__init__(**kwargs)
         self.options = normalize_options(options)
         if isinstance(vocab, (str, os.PathLike)):

@@ -36,6 +36,7 @@ from elmo_keras.lm.data import DEFAULT_BUCKETS, lm_dataset
 from elmo_keras.lm.model import BiLanguageModel
 from elmo_keras.lm.vocab import Vocabulary
 from elmo_keras.tasks.callbacks import Throughput
+from elmo_keras.utils.backend import require_tensorflow
 from elmo_keras.utils.files import LOCK, exclusive_lock, file_sha256, remove_stale_temporaries, write_json
 
 #: Training settings read from options.json (bilm-tf names where bilm-tf has one), with their defaults.
@@ -402,6 +403,7 @@ def pretrain(
     assert {"weights.hdf5", "softmax.hdf5", "vocab.txt"} <= set(os.listdir(out))
     ```
     """
+    require_tensorflow("pretrain", "pretrain on TensorFlow; the biLM it writes loads on any backend")
     out_dir, train_files = os.fspath(out_dir), [os.fspath(f) for f in train_files]
     valid_file = os.fspath(valid_file) if valid_file else None
     strategy = strategy or tf.distribute.get_strategy()

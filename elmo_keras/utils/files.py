@@ -12,6 +12,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -22,6 +23,8 @@ from elmo_keras.errors import InputError
 TMP_SUFFIX = ".tmp"
 #: errno of a write refused until space is freed or a limit raised: disk full, file too large (``ulimit -f``), quota
 NO_ROOM = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+#: an errno in an error's text: Python's OSError text, HDF5's (h5py), Beam's worker errors passed on as text
+_ERRNO_IN_TEXT = re.compile(r"\[Errno (\d+)\]|errno = (\d+)")
 LOCK = ".lock"
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
@@ -222,3 +225,37 @@ def exclusive_lock(folder: str, what: str, name: str = LOCK) -> Iterator[None]:
         raise
     finally:
         os.close(fd)
+
+
+def no_room_errno(err: BaseException | None) -> int | None:
+    """The errno of a write refused for lack of room (:data:`NO_ROOM`) that ``err``, or an error it was raised in
+    handling (e.g. h5py's failed close after a failed write), reports: an ``OSError``'s errno, an errno in its text
+    (HDF5, Beam), or the error's own words (TensorFlow's op errors: "No space left on device", "File too large").
+
+    Args:
+        err: an exception, or `None`.
+
+    Returns:
+        One of :data:`NO_ROOM`, or `None` when ``err`` is not about room.
+
+    Example:
+
+    ```python
+    import errno
+    from elmo_keras.utils.files import no_room_errno
+
+    assert no_room_errno(OSError(errno.ENOSPC, "No space left on device")) == errno.ENOSPC
+    assert no_room_errno(RuntimeError("write failed: File too large")) == errno.EFBIG
+    assert no_room_errno(ValueError("bad value")) is None
+    ```
+    """
+    while err is not None:
+        text = str(err)
+        numbers = [err.errno] if isinstance(err, OSError) and err.errno else []
+        numbers += [int(a or b) for a, b in _ERRNO_IN_TEXT.findall(text)]
+        numbers += [code for code in NO_ROOM if os.strerror(code) in text]
+        found = next((number for number in numbers if number in NO_ROOM), None)
+        if found is not None:
+            return found
+        err = err.__cause__ or err.__context__
+    return None
