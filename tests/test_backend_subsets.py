@@ -29,9 +29,12 @@ FILES = [
 @pytest.fixture(scope="module")
 def tensorflow_files(tmp_path_factory):
     """A folder holding this backend's (TensorFlow's) .keras files and outputs, and the functions that check them."""
+    import elmo_keras as ek
+
     folder = tmp_path_factory.mktemp("cross_backend")
     namespace = cross_backend_namespace()
     namespace["write"](str(folder), "tensorflow")
+    ek.export_hub_module(ek.Elmo.from_preset("brown-small"), folder / "hub_module")  # converted there: from_hub
     return folder, namespace
 
 

@@ -3,7 +3,10 @@ test_backend_subsets.py); on TensorFlow they are not refused."""
 
 from __future__ import annotations
 
+import os
+
 import keras
+import numpy as np
 import pytest
 
 import elmo_keras as ek
@@ -35,3 +38,14 @@ def test_exports_are_refused(tmp_path, export):
     with pytest.raises(BackendUnsupported, match=f"{export} needs the TensorFlow backend"):
         getattr(ek, export)(elmo, str(tmp_path / "out"))
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(not os.environ.get("ELMO_KERAS_CROSS_DIR"), reason="test_backend_subsets.py writes the module")
+def test_a_hub_module_converts_to_native_layers_on_any_backend():
+    """TensorFlow (always installed) reads the module's variables; the layers then run on this backend."""
+    module = os.path.join(os.environ["ELMO_KERAS_CROSS_DIR"], "hub_module")  # exported from brown-small
+    ids = ek.batch_to_ids([["The", "bank", "approved", "the", "loan", "."], ["Hi"]])
+    converted = ek.Elmo.from_hub(module, boundaries="add", output_mode="elmo")(ids)
+    expected = ek.Elmo.from_preset("brown-small", output_mode="elmo")(ids)
+    diff = np.abs(keras.ops.convert_to_numpy(converted) - keras.ops.convert_to_numpy(expected)).max()
+    assert diff <= 1e-5, diff
