@@ -458,6 +458,7 @@ def pretrain(
                 steps_per_epoch=steps_per_epoch,
                 callbacks=callbacks,
                 verbose=verbose,
+                shuffle=False,  # the dataset shuffles (Keras warns that it ignores shuffle=True for datasets)
             )
             if model.stop_training or not fitted.epoch:
                 raise RuntimeError("training stopped early (NaN loss?): weights were not written; see the logs")
