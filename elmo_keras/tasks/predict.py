@@ -26,7 +26,7 @@ from elmo_keras.corpus.run import check_paths
 from elmo_keras.errors import InputError
 from elmo_keras.saving import labels_path, load_model, read_labels
 from elmo_keras.tasks.metrics import MultiLabelF1, PrecisionAtK, pad_label_indices
-from elmo_keras.tasks.train_task import _read_csv
+from elmo_keras.tasks.train_task import _read_csv, read_csv_rows
 from elmo_keras.text import tokenize
 from elmo_keras.utils.files import atomic_file, write_json
 
@@ -109,23 +109,14 @@ def _check_settings(top_k: int, batch_size: int, threshold: float) -> None:
 
 def _csv_texts(path: str, text_column: str) -> list[str]:
     """The ``text_column`` cells of a CSV with a header row, one per row (an empty or missing cell is ``""``)."""
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        reader = csv.DictReader(f)
-        try:
-            if reader.fieldnames is None:
-                raise InputError(f"{path} is empty: give a CSV file with a header row and one row per text")
-            if text_column not in reader.fieldnames:
-                raise InputError(
-                    f"{path}: no column {text_column!r}; columns are {reader.fieldnames} (set --text-column)"
-                )
-            texts = [row[text_column] or "" for row in reader]
-        except UnicodeDecodeError as err:
-            raise InputError(f"{path} is not UTF-8 text ({err}); convert it, e.g. iconv -f latin1 -t utf-8") from None
-        except csv.Error as err:
-            raise InputError(f"{path} is not a readable CSV file (line {reader.line_num}: {err})") from None
-    if not texts:
+    header, rows = read_csv_rows(path)
+    if header is None:
+        raise InputError(f"{path} is empty: give a CSV file with a header row and one row per text")
+    if text_column not in header:
+        raise InputError(f"{path}: no column {text_column!r}; columns are {header} (set --text-column)")
+    if not rows:
         raise InputError(f"{path} has a header row but no rows: nothing to label")
-    return texts
+    return [row[text_column] or "" for _, row in rows]
 
 
 def _text_rows(path: str, text_column: str | None) -> tuple[int, Iterator[str]]:

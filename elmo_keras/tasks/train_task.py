@@ -24,9 +24,30 @@ log = logging.getLogger(__name__)
 Task = TextClassificationData  # texts (object arrays) + int labels, or -1-padded label indices when multi-label
 
 
-def _read_csv(path: str, text_column: str, label_column: str, what: str = "data") -> tuple[list[str], list[str]]:
-    """(texts, labels) of a CSV with a header row (UTF-8, with or without the byte-order mark Excel writes);
-    ``what`` ("data" or "test") names the file in errors."""
+def read_csv_rows(path: str, what: str = "data") -> tuple[list[str] | None, list[tuple[int, dict[str, str]]]]:
+    """The header and rows of a CSV with a header row (UTF-8, with or without the byte-order mark Excel writes),
+    read once for ``train``, ``predict`` and ``evaluate``; a missing file, a folder, bytes that are not UTF-8 and
+    an unreadable CSV are an :class:`~elmo_keras.errors.InputError` naming the file (the callers check columns).
+
+    Args:
+        path: the CSV file.
+        what: how errors name the file when it is missing (``"data"``, ``"test"``). Defaults to `"data"`.
+
+    Returns:
+        ``(header, rows)``: the column names (None for an empty file) and ``(line number, {column: cell})`` per row.
+
+    Example:
+
+    ```python
+    import os, tempfile
+    from elmo_keras.tasks.train_task import read_csv_rows
+
+    path = os.path.join(tempfile.mkdtemp(), "d.csv")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("text,label\\ngood film,pos\\n")
+    assert read_csv_rows(path) == (["text", "label"], [(2, {"text": "good film", "label": "pos"})])
+    ```
+    """
     if not os.path.isfile(path):
         raise InputError(
             f"{what} file not found: {path}"
@@ -36,21 +57,26 @@ def _read_csv(path: str, text_column: str, label_column: str, what: str = "data"
     with open(path, encoding="utf-8-sig", newline="") as f:
         try:
             reader = csv.DictReader(f)
-            missing = {text_column, label_column} - set(reader.fieldnames or [])
-            if missing:
-                raise InputError(
-                    f"{path}: no column(s) {sorted(missing)}; columns are {reader.fieldnames} "
-                    "(set --text-column / --label-column)"
-                )
-            rows, unlabelled = [], []
-            for r in reader:
-                rows.append((r[text_column] or "", (r[label_column] or "").strip()))
-                if not rows[-1][1]:
-                    unlabelled.append(reader.line_num)
+            header = reader.fieldnames
+            rows = [(reader.line_num, row) for row in reader]
         except UnicodeDecodeError as err:
             raise InputError(f"{path} is not UTF-8 text ({err}); convert it, e.g. iconv -f latin1 -t utf-8") from None
         except csv.Error as err:
             raise InputError(f"{path} is not a readable CSV file (line {reader.line_num}: {err})") from None
+    return header, rows
+
+
+def _read_csv(path: str, text_column: str, label_column: str, what: str = "data") -> tuple[list[str], list[str]]:
+    """(texts, labels) of a labelled CSV (see :func:`read_csv_rows`); ``what`` ("data" or "test") names the file in
+    errors."""
+    header, cells = read_csv_rows(path, what)
+    missing = {text_column, label_column} - set(header or [])
+    if missing:
+        raise InputError(
+            f"{path}: no column(s) {sorted(missing)}; columns are {header} (set --text-column / --label-column)"
+        )
+    rows = [(r[text_column] or "", (r[label_column] or "").strip()) for _, r in cells]
+    unlabelled = [line for (line, _), (_, label) in zip(cells, rows) if not label]
     if not rows:
         raise InputError(f"{path} has no rows")
     if unlabelled:
