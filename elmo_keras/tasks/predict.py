@@ -19,14 +19,22 @@ from collections.abc import Iterator, Sequence
 
 import keras
 import numpy as np
+import scipy.sparse
 from sklearn.metrics import accuracy_score, classification_report, f1_score, top_k_accuracy_score
 
 from elmo_keras.corpus.lines import read_lines, scan_input
 from elmo_keras.corpus.run import check_paths
 from elmo_keras.errors import InputError
 from elmo_keras.saving import labels_path, load_model, read_labels
-from elmo_keras.tasks.metrics import MultiLabelF1, PrecisionAtK, pad_label_indices
-from elmo_keras.tasks.train_task import _read_csv, read_csv_rows
+from elmo_keras.tasks.metrics import (
+    MultiLabelF1,
+    PSPAtK,
+    label_propensities,
+    pad_label_indices,
+    ranking_scores,
+    top_k_labels,
+)
+from elmo_keras.tasks.train_task import _read_csv, label_lists, read_csv_rows
 from elmo_keras.text import tokenize
 from elmo_keras.utils.files import atomic_file, write_json
 
@@ -39,6 +47,10 @@ OUTPUT_FORMATS = (".jsonl", ".csv")
 _LINE_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 #: texts per model call group: sorted by length within a group, so that batches hold texts of similar length
 _CHUNK_BATCHES = 32
+#: the most scores `[texts, labels]` that ``evaluate`` holds at once for a multi-label model (one batch at least)
+_SCORE_VALUES = 1 << 24
+#: with more labels than this, the multi-label report lists only the labels that are true or predicted in the file
+_REPORT_LABELS = 1000
 
 
 def load_classifier(
@@ -294,6 +306,53 @@ def predict_file(
     return {"rows": written, "empty": empty, "out": out_path}
 
 
+def _multi_label_scores(
+    model: keras.Model,
+    texts: list[str],
+    truth_lists: list[list[int]],
+    top_k: int,
+    batch_size: int,
+    threshold: float,
+    result: dict,
+) -> tuple[scipy.sparse.csr_matrix, scipy.sparse.csr_matrix]:
+    """Score a multi-label model block by block (at most ``_SCORE_VALUES`` scores, or one batch, in memory) into
+    ``result``: micro/macro F1, then P@K, nDCG@K and PSP@K for K in 1, 3, 5 and ``top_k``, ``propensities`` (where
+    PSP's propensities come from) and ``threshold``. Returns the true and predicted labels as sparse `[N, L]`."""
+    num_labels = model.outputs[0].shape[-1]
+    truth = pad_label_indices(truth_lists, num_labels)
+    f1 = [MultiLabelF1(num_labels, "micro", threshold), MultiLabelF1(num_labels, "macro", threshold)]
+    ks = sorted({1, 3, 5, top_k})
+    step = max(batch_size, min(batch_size * _CHUNK_BATCHES, _SCORE_VALUES // num_labels))
+    ranked, predicted = [], []
+    for start in range(0, len(texts), step):
+        scores = _scores(model, texts[start : start + step], batch_size)
+        for metric in f1:
+            metric.update_state(truth[start : start + step], scores)
+        ranked.append(top_k_labels(scores, max(ks)))
+        predicted.append(scipy.sparse.csr_matrix(scores >= threshold, dtype=np.int8))
+    result.update({metric.name: float(metric.result()) for metric in f1})
+    propensities, result["propensities"] = _propensities(model, truth, num_labels)
+    result.update(ranking_scores(np.concatenate(ranked), truth, num_labels, ks, propensities))
+    result["threshold"] = threshold
+    rows, columns = np.nonzero(truth >= 0)
+    y_true = scipy.sparse.csr_matrix(
+        (np.ones(len(rows), np.int8), (rows, truth[rows, columns])), shape=(len(texts), num_labels)
+    )
+    return y_true, scipy.sparse.vstack(predicted, format="csr")
+
+
+def _propensities(model: keras.Model, truth: np.ndarray, num_labels: int) -> tuple[np.ndarray, str]:
+    """PSP's label propensities and where they come from: the training label counts of a ``PSPAtK`` metric the
+    model was compiled with (``elmo-keras train`` adds one), else the label counts of the evaluated rows."""
+    if model.compiled:
+        compiled = keras.saving.deserialize_keras_object(model.get_compile_config())
+        for metric in keras.tree.flatten(compiled.get("metrics") or []):
+            if isinstance(metric, PSPAtK):
+                return label_propensities(metric.label_counts, metric.num_examples, metric.A, metric.B), "training"
+    counts = np.bincount(truth[truth >= 0], minlength=num_labels)
+    return label_propensities(counts, len(truth)), "data"
+
+
 def evaluate_file(
     model: str | os.PathLike | keras.Model,
     data: str | os.PathLike,
@@ -311,15 +370,22 @@ def evaluate_file(
 
     Single-label: ``accuracy``, ``macro_f1`` (over all the model's classes, 0 for a class never true nor
     predicted) and, when ``1 < top_k < classes``, ``top_k_accuracy``. Multi-label (labels joined by ``separator``;
-    predicted = score >= ``threshold``): ``micro_f1``, ``macro_f1`` and ``precision_at_K``. Both also give
-    scikit-learn's ``classification_report`` (as text in ``report``, as a dict in ``classification_report``).
+    predicted = score >= ``threshold``): ``micro_f1``, ``macro_f1``, and the ranking scores ``precision_at_K``,
+    ``ndcg_at_K`` and ``psp_at_K`` for K = 1, 3, 5 and ``top_k`` (:func:`elmo_keras.tasks.metrics.ranking_scores`);
+    PSP's propensities come from the training label counts saved with the model (a ``PSPAtK`` metric, which
+    ``elmo-keras train`` adds), else from the label counts of ``data``: ``propensities`` says which (``"training"``
+    or ``"data"``). Scores are computed a block of texts at a time (at most 16M scores, or one batch, in memory), so
+    label spaces of 100,000+ labels are evaluated in bounded memory. Both also give scikit-learn's
+    ``classification_report`` (as text in ``report``, as a dict in ``classification_report``); for a model with
+    more than 1,000 labels it lists only the labels that are true or predicted in ``data`` (the others have no
+    support and no predictions).
     A label in the CSV that the model does not know is an :class:`InputError` naming it (and its rows' count).
 
     Args:
         model: a ``.keras`` file or a ``keras.Model`` (see :func:`load_classifier`).
         data: a CSV file with a header row, a text and a label column.
         json_path: also write the results as JSON here (atomically), or ``None``.
-        top_k: the k of precision@k (multi-label) and of top-k accuracy (single-label).
+        top_k: a k of the ranking scores besides 1, 3 and 5 (multi-label) and of top-k accuracy (single-label).
         batch_size: texts per model call.
         text_column: the CSV column of the texts.
         label_column: the CSV column of the labels.
@@ -359,7 +425,7 @@ def evaluate_file(
     texts, values = _read_csv(data, text_column, label_column, "test")
     source = model.name if isinstance(model, keras.Model) else os.fspath(model)
     model, names, multi_label = load_classifier(model, labels)
-    rows = [[p.strip() for p in v.split(separator) if p.strip()] if multi_label else [v] for v in values]
+    rows = label_lists(values, multi_label, separator)
     index = {name: i for i, name in enumerate(names)}
     unknown = sorted({c for row in rows for c in row} - set(index))
     if unknown:
@@ -369,33 +435,24 @@ def evaluate_file(
             f"{' ...' if len(unknown) > 10 else ''} (it knows {names[:10]}{' ...' if len(names) > 10 else ''}); "
             "fix or remove those rows"
         )
-    scores = _scores(model, texts, batch_size)
     result = {"rows": len(texts), "empty": sum(not tokenize(t) for t in texts), "labels": names}
     result["multi_label"] = multi_label
     classes = list(range(len(names)))
     if multi_label:
-        truth = pad_label_indices([[index[c] for c in row] for row in rows], len(names))
-        metrics = [
-            MultiLabelF1(len(names), "micro", threshold),
-            MultiLabelF1(len(names), "macro", threshold),
-            PrecisionAtK(len(names), top_k),
-        ]
-        for metric in metrics:
-            metric.update_state(truth, scores)
-            result[metric.name] = float(metric.result())
-        result["threshold"] = threshold
-        y_true = np.zeros_like(scores, dtype=int)
-        for i, row in enumerate(rows):
-            y_true[i, [index[c] for c in row]] = 1
-        y_pred = (scores >= threshold).astype(int)
+        y_true, y_pred = _multi_label_scores(
+            model, texts, [[index[c] for c in row] for row in rows], top_k, batch_size, threshold, result
+        )
+        if len(names) > _REPORT_LABELS:
+            classes = np.flatnonzero(np.asarray((y_true + y_pred).sum(axis=0)).ravel()).tolist()
     else:
+        scores = _scores(model, texts, batch_size)
         y_true, y_pred = np.array([index[row[0]] for row in rows]), scores.argmax(-1)
         result["accuracy"] = float(accuracy_score(y_true, y_pred))
         result["macro_f1"] = float(f1_score(y_true, y_pred, labels=classes, average="macro", zero_division=0))
         if 1 < top_k < len(names):
             result["top_k"] = top_k
             result["top_k_accuracy"] = float(top_k_accuracy_score(y_true, scores, k=top_k, labels=classes))
-    report = {"labels": classes, "target_names": names, "zero_division": 0}
+    report = {"labels": classes, "target_names": [names[i] for i in classes], "zero_division": 0}
     result["report"] = classification_report(y_true, y_pred, digits=4, **report)
     result["classification_report"] = classification_report(y_true, y_pred, output_dict=True, **report)
     if json_path is not None:

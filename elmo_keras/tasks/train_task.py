@@ -16,7 +16,8 @@ from elmo_keras.errors import InputError
 from elmo_keras.layers.static import StaticEmbedding
 from elmo_keras.tasks import datasets, models
 from elmo_keras.tasks.datasets import TextClassificationData
-from elmo_keras.tasks.metrics import pad_label_indices
+from elmo_keras.tasks.feature_store import MEMORY_FRACTION
+from elmo_keras.tasks.metrics import PSPAtK, pad_label_indices
 from elmo_keras.text import tokenize
 
 log = logging.getLogger(__name__)
@@ -154,10 +155,8 @@ def load_task(
         texts = [t for t, m in zip(texts, is_test) if not m]
         labels = [y for y, m in zip(labels, is_test) if not m]
 
-    def parse(values: list[str]) -> list[list[str]]:
-        return [[p.strip() for p in v.split(separator) if p.strip()] if multi_label else [v] for v in values]
-
-    train_sets, test_sets = parse(labels), parse(test_labels)
+    train_sets = label_lists(labels, multi_label, separator)
+    test_sets = label_lists(test_labels, multi_label, separator)
     class_names = sorted({c for row in train_sets for c in row})
     _check_classes(data, class_names, multi_label)
     unknown = {c for row in test_sets for c in row} - set(class_names)
@@ -172,6 +171,29 @@ def load_task(
 
     obj = lambda xs: np.array(list(xs), dtype=object)  # noqa: E731
     return Task(obj(texts), encode(train_sets), obj(test_texts), encode(test_sets), class_names, multi_label)
+
+
+def label_lists(cells: list[str], multi_label: bool, separator: str = "|") -> list[list[str]]:
+    """The label names of each CSV label cell: the cell itself, or (``multi_label``) its parts split at
+    ``separator``, stripped, empty parts dropped, each name once, in the cell's order.
+
+    Args:
+        cells: one label cell per row.
+        multi_label: whether a cell holds several labels.
+        separator: what joins them.
+
+    Returns:
+        One list of names per cell.
+
+    Example:
+
+    >>> from elmo_keras.tasks.train_task import label_lists
+    >>> label_lists(["b | a|b", "c"], multi_label=True)
+    [['b', 'a'], ['c']]
+    """
+    if not multi_label:
+        return [[cell] for cell in cells]
+    return [list(dict.fromkeys(p.strip() for p in cell.split(separator) if p.strip())) for cell in cells]
 
 
 def _check_classes(data: str, class_names: list[str], multi_label: bool) -> None:
@@ -198,10 +220,15 @@ def train_model(
     batch_size: int = 32,
     learning_rate: float = 2e-3,
     verbose="auto",
+    features_dir: str | None = None,
+    features_memory: float = MEMORY_FRACTION,
+    features_runner=None,
 ):
     """``text_classifier`` over ``Elmo.from_pretrained`` (+ a ``words``-dimensional task word embedding, 0 for
     none), fitted on the training split with early stopping on a held-out ``validation_split`` of it (at most
-    ``epochs``, stopping ``patience`` epochs after the best validation accuracy, whose weights are kept).
+    ``epochs``, stopping ``patience`` epochs after the best validation accuracy, whose weights are kept). A
+    multi-label model also reports ``psp_at_5`` (:class:`~elmo_keras.tasks.metrics.PSPAtK` over the training
+    label counts, saved with the model, where ``elmo-keras evaluate`` finds its propensities).
     Over the frozen biLM each text is embedded once (``TextModel.fit``).
 
     Args:
@@ -220,6 +247,9 @@ def train_model(
         batch_size: texts per batch.
         learning_rate: Adam's learning rate.
         verbose: as in ``keras.Model.fit``.
+        features_dir: the folder of feature stores (see ``TextModel.fit``), or `None`.
+        features_memory: the in-memory budget of the features, a share of the available memory.
+        features_runner: how a feature store is embedded (`None`: this process).
 
     Returns:
         The trained model.
@@ -247,6 +277,11 @@ def train_model(
         word_embedding=word_embedding,
     )
     texts, labels = task.train_texts, task.train_labels
+    if task.multi_label:  # PSP@k needs the training labels' propensities: added to what text_classifier compiled
+        compiled = keras.saving.deserialize_keras_object(model.get_compile_config())
+        counts = np.bincount(labels[labels >= 0], minlength=len(task.class_names))
+        psp = PSPAtK(len(task.class_names), counts, len(labels), k=5)
+        model.compile(**{**compiled, "metrics": [*compiled["metrics"], psp]})
     callbacks = []
     if validation_split:  # a random held-out part (Keras would take the last rows, which may be one class)
         order = np.random.permutation(len(texts))
@@ -263,12 +298,16 @@ def train_model(
         validation_split=validation_split,
         callbacks=callbacks,
         verbose=verbose,
+        features_dir=features_dir,
+        features_memory=features_memory,
+        features_runner=features_runner,
     )
     return model
 
 
 def evaluate(model, task: Task, batch_size: int = 32) -> dict[str, float]:
-    """Scores on the test split: accuracy and macro_f1, or micro_f1, macro_f1 and precision_at_5 (multi-label).
+    """Scores on the test split: accuracy and macro_f1, or (multi-label) micro_f1, macro_f1 and the ranking scores
+    the model was compiled with (``precision_at_5``, ``ndcg_at_5``; ``psp_at_5`` after :func:`train_model`).
 
     Args:
         model: a trained classifier.
@@ -280,7 +319,7 @@ def evaluate(model, task: Task, batch_size: int = 32) -> dict[str, float]:
     """
     if task.multi_label:
         values = model.evaluate(task.test_texts, task.test_labels, batch_size=batch_size, verbose=0, return_dict=True)
-        return {k: float(values[k]) for k in ("micro_f1", "macro_f1", "precision_at_5") if k in values}
+        return {k: float(v) for k, v in values.items() if k in ("micro_f1", "macro_f1") or "_at_" in k}
     predicted = model.predict(task.test_texts, batch_size=batch_size, verbose=0).argmax(-1)
     return {
         "accuracy": float(np.mean(predicted == task.test_labels)),
