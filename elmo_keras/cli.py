@@ -4,10 +4,12 @@ elmo-keras pretrain --train FILES --valid FILE --options OPTIONS.json --out DIR 
 elmo-keras embed INPUT.txt OUTPUT.hdf5 (--preset NAME | --options F --weights F) [--layers all|top|average]
                  [--pool mean|max] [--format hdf5|shards|npy] [--overwrite] [--restart] [--runner local|beam]
 elmo-keras train [--data ag_news|FILE.csv] (--preset NAME | ...) [--head bigru] [--export saved_models/NAME]
+                 [--features-dir DIR] [--runner local|beam]
 elmo-keras export MODEL.keras --out saved_models/NAME
 elmo-keras predict MODEL.keras INPUT.txt|INPUT.csv --out OUT.jsonl|OUT.csv [--top-k K] [--overwrite]
 elmo-keras evaluate MODEL.keras --data TEST.csv [--json OUT.json] [--top-k K]
 elmo-keras lm-predict --preset brown-small "The [bank] raised its rates ." [--top-k 10] [--direction both] [--json]
+elmo-keras features [--dir DIR] [--remove STORE ... | --remove-all]
 elmo-keras presets
 """
 
@@ -23,6 +25,7 @@ from elmo_keras.corpus.store import LAYER_CHOICES
 from elmo_keras.embed import VOCAB_CACHE_SIZE
 from elmo_keras.errors import InputError
 from elmo_keras.layers.fusion import MIX_MODES
+from elmo_keras.tasks.feature_store import MEMORY_FRACTION
 from elmo_keras.tasks.models import HEADS
 from elmo_keras.utils.files import NO_ROOM
 
@@ -239,6 +242,11 @@ def _embed_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--restart", action="store_true", help="discard an interrupted run (OUTPUT.partial) instead of resuming it"
     )
+    _runner_arguments(parser)
+
+
+def _runner_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the embedding runs (``embed``, and ``train``'s feature store)."""
     parser.add_argument(
         "--runner",
         choices=("local", "beam"),
@@ -257,6 +265,24 @@ def _embed_arguments(parser: argparse.ArgumentParser) -> None:
         metavar='"--runner=... ..."',
         help='standard Beam pipeline options, e.g. "--runner=FlinkRunner --flink_master=HOST:8081"',
     )
+
+
+def _checked_runner(args: argparse.Namespace) -> None:
+    """InputError for Beam options without ``--runner beam`` (before any work)."""
+    if args.runner == "local" and (args.num_workers or args.beam_options):
+        raise InputError("--num-workers and --beam-options need --runner beam")
+
+
+def _runner(args: argparse.Namespace, options: str, weights: str, dtype: str, batch_size: int):
+    """The ``--runner beam`` runner for ``embed_file``, or None (this process)."""
+    if args.runner != "beam":
+        return None
+    try:
+        from elmo_keras.corpus.beam import EmbedderSpec, beam_runner
+    except ImportError as err:
+        raise InputError(f"--runner beam needs Apache Beam ({err}): pip install 'elmo-keras[beam]'") from None
+    spec = EmbedderSpec(os.path.abspath(options), os.path.abspath(weights), dtype=dtype, batch_size=batch_size)
+    return beam_runner(spec, args.num_workers, args.beam_options)
 
 
 def _pool_argument(value: str) -> tuple[str, ...]:
@@ -278,8 +304,7 @@ def _run_embed(args: argparse.Namespace) -> int:
     from elmo_keras.corpus.run import check_paths, embed_file
     from elmo_keras.embed import ElmoEmbedder
 
-    if args.runner == "local" and (args.num_workers or args.beam_options):
-        raise InputError("--num-workers and --beam-options need --runner beam")
+    _checked_runner(args)
     options, weights, vocab = _model_files(args, with_vocab=True)
     check_paths(args.input, args.output, args.format, args.overwrite, keep={"--options": options, "--weights": weights})
     compute, storage = _EMBED_DTYPES[args.dtype]
@@ -300,16 +325,7 @@ def _run_embed(args: argparse.Namespace) -> int:
         )
     except (OSError, ValueError, KeyError) as err:
         raise InputError(f"cannot load the model ({options}, {weights}): {err}") from None
-    runner = None
-    if args.runner == "beam":
-        try:
-            from elmo_keras.corpus.beam import EmbedderSpec, beam_runner
-        except ImportError as err:
-            raise InputError(f"--runner beam needs Apache Beam ({err}): pip install 'elmo-keras[beam]'") from None
-        spec = EmbedderSpec(
-            os.path.abspath(options), os.path.abspath(weights), dtype=compute, batch_size=args.batch_size
-        )
-        runner = beam_runner(spec, args.num_workers, args.beam_options)
+    runner = _runner(args, options, weights, compute, args.batch_size)
     previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)  # `timeout`, `docker stop`: like Ctrl-C
     try:
         report = embed_file(
@@ -375,6 +391,22 @@ def _train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="model.keras", metavar="MODEL.keras")
     parser.add_argument("--export", metavar="saved_models/NAME", help="also export for TF Serving")
+    parser.add_argument(
+        "--features-dir",
+        metavar="DIR",
+        help="embed the texts into a feature store in DIR and train from it: resumed after a kill, reused by the "
+        "next train on the same texts (default: in memory, or a store under the cache when the features exceed "
+        "--features-memory)",
+    )
+    parser.add_argument(
+        "--features-memory",
+        type=float,
+        default=MEMORY_FRACTION,
+        metavar="SHARE",
+        help=f"the texts' features stay in memory up to this share of the available memory (0: always a "
+        f"store; default {MEMORY_FRACTION})",
+    )
+    _runner_arguments(parser)
 
 
 def _writable(path: str, option: str) -> None:
@@ -392,6 +424,14 @@ def _checked_train_arguments(args: argparse.Namespace) -> list[float] | None:
         raise InputError(f"--learning-rate must be a positive number, got {args.learning_rate}")
     if not 0 <= args.validation_split < 1:
         raise InputError(f"--validation-split must be in [0, 1), got {args.validation_split}")
+    if not args.features_memory >= 0:
+        raise InputError(f"--features-memory must be a share of the available memory >= 0, got {args.features_memory}")
+    _checked_runner(args)
+    if args.max_tokens and (args.features_dir or args.runner == "beam"):
+        raise InputError(
+            "--max-tokens encodes texts in segments on every batch; --features-dir and --runner beam need whole "
+            "texts (drop one of them)"
+        )
     folder = os.path.dirname(os.path.abspath(args.out))
     if not args.out.endswith(".keras") or os.path.isdir(args.out):
         raise InputError(f"--out {args.out}: give a file name ending in .keras, e.g. model.keras")
@@ -439,6 +479,9 @@ def _run_train(args: argparse.Namespace) -> int:
             batch_size=args.batch_size,
             learning_rate=args.learning_rate,
             verbose=2,
+            features_dir=args.features_dir,
+            features_memory=args.features_memory,
+            features_runner=_runner(args, options, weights, "float32", 64),
         )
         save_model(model, args.out, task.class_names)
     print(f"model: {args.out}")
@@ -616,6 +659,36 @@ def _run_lm_predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def _features_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dir", metavar="DIR", help="the folder of feature stores (default: the cache's, where train puts them)"
+    )
+    parser.add_argument("--remove", nargs="+", metavar="STORE", help="delete these stores (paths as listed)")
+    parser.add_argument("--remove-all", action="store_true", help="delete every store in the folder")
+
+
+def _run_features(args: argparse.Namespace) -> int:
+    import datetime
+
+    from elmo_keras.tasks.feature_store import default_root, list_stores, remove_store
+
+    root = args.dir or default_root()
+    stores = list_stores(root)
+    if args.remove or args.remove_all:
+        paths = [s["path"] for s in stores] if args.remove_all else args.remove
+        freed = sum(remove_store(path) for path in paths)
+        print(f"removed {len(paths)} feature store(s) from {root}: {freed / 1e9:.2f} GB freed")
+        return 0
+    print(f"{len(stores)} feature store(s) in {root}")
+    for s in stores:
+        used = datetime.datetime.fromtimestamp(s["last_used"]).strftime("%Y-%m-%d %H:%M")
+        print(
+            f"{s['path']}  {s['state']}  {s['texts']} texts  {s['tokens']} tokens  {s['bytes'] / 1e9:.2f} GB  "
+            f"used {used}"
+        )
+    return 0
+
+
 #: subcommand name -> (help, add_arguments(parser), run(args) -> exit code)
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {
     "pretrain": ("pretrain or continue training a biLM", _pretrain_arguments, _run_pretrain),
@@ -640,6 +713,11 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
         "which words fit here: the biLM's top-k words at a [marked] word, per direction",
         _lm_predict_arguments,
         _run_lm_predict,
+    ),
+    "features": (
+        "list or remove the feature stores that train / fit wrote (the texts' biLM layers, reused)",
+        _features_arguments,
+        _run_features,
     ),
     "presets": (
         "list the pretrained biLMs known by name: parameters, download size, whether cached",

@@ -47,7 +47,7 @@ def test_embed_once_trains_the_same_model_as_the_plain_path(elmo, monkeypatch):
     once.set_weights(plain.get_weights())
     fit = dict(epochs=3, batch_size=len(TEXTS), shuffle=False, verbose=0)
     expected = plain.fit(TEXTS, LABELS, embed_once=False, **fit).history["loss"]
-    monkeypatch.setattr(embed_once, "FEATURE_DTYPE", "float32")
+    monkeypatch.setattr(embed_once, "STORAGE_DTYPE", "float32")
     np.testing.assert_allclose(once.fit(TEXTS, LABELS, **fit).history["loss"], expected, rtol=1e-5)
     np.testing.assert_allclose(once.predict(TEXTS, verbose=0), plain.predict(TEXTS, verbose=0), atol=1e-5)
 

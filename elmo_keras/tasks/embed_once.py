@@ -10,19 +10,30 @@ float16 in memory) and trains a model made of the *same* features head, dropout 
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 
 import keras
 import numpy as np
 import tensorflow as tf
 
+from elmo_keras.corpus.run import Runner
 from elmo_keras.elmo import Elmo
 from elmo_keras.embed import ElmoEmbedder
+from elmo_keras.errors import InputError
 from elmo_keras.layers.segments import SegmentedEncoder
+from elmo_keras.tasks.feature_store import (
+    MEMORY_FRACTION,
+    READ_WINDOW,
+    STORAGE_DTYPE,
+    FitTexts,
+    StoredFeatures,
+    feature_bytes,
+    open_store,
+)
 from elmo_keras.tasks.features import embed_layers, features_dataset
-from elmo_keras.text import tokenize
+from elmo_keras.utils.host_memory import available_memory
 
-FEATURE_DTYPE = "float16"  #: how the stored layers are kept in memory (half the bytes of float32)
 FEATURES_HEAD = "features_head"  #: name of the sub-model from stored biLM layers to the pooled text vector
 #: ``fit`` arguments the embed-once path takes (anything else, e.g. ``sample_weight``, runs the plain path).
 FIT_ARGUMENTS = frozenset(
@@ -90,34 +101,79 @@ class EmbedOnce:
     def takes_tokens(self) -> bool:
         return "tokens" in self.features_model.input
 
-    def dataset(self, texts: list[str], labels: np.ndarray, batch_size: int, shuffle: bool, verbose) -> tf.data.Dataset:
-        """Embed ``texts`` (float16) and batch them with ``labels``, grouped by length.
+    def features(
+        self,
+        texts: FitTexts,
+        features_dir: str | os.PathLike | None = None,
+        features_memory: float = MEMORY_FRACTION,
+        runner: Runner | None = None,
+        verbose="auto",
+    ) -> "MemoryFeatures | StoredFeatures":
+        """The layers of ``texts``: in memory when they fit the budget and no ``features_dir`` is given, else
+        from a feature store (embedded now, resumed or reused; see :mod:`elmo_keras.tasks.feature_store`).
 
         Args:
-            texts: the sentences.
-            labels: their labels.
+            texts: a :class:`~elmo_keras.tasks.feature_store.FitTexts`.
+            features_dir: the stores' folder, or `None` to decide by the budget (a store then goes under
+                :func:`~elmo_keras.tasks.feature_store.default_root`). Defaults to `None`.
+            features_memory: the budget, a share of the available memory (0 = always on disk). Defaults to
+                :data:`~elmo_keras.tasks.feature_store.MEMORY_FRACTION`.
+            runner: how a store's shards are embedded (`None`: this process). Defaults to `None`.
+            verbose: Keras' ``verbose``; a progress bar and timing when not 0.
+
+        Returns:
+            A :class:`~elmo_keras.tasks.features.FeatureTable`.
+        """
+        if isinstance(features_memory, bool) or not isinstance(features_memory, (int, float)) or features_memory < 0:
+            raise InputError(f"features_memory must be a share of the available memory >= 0, got {features_memory!r}")
+        needed, budget = feature_bytes(self.embedder, texts), features_memory * available_memory()
+        talk, progress = verbose not in (0, "0"), verbose in (1, "auto")
+        start = time.perf_counter()
+        if features_dir is None and needed <= budget:
+            table = MemoryFeatures(embed_layers(self.embedder, texts.tokens, dtype=STORAGE_DTYPE, progress=progress))
+            where = f"in memory ({needed / 1e9:.2f} GB)"
+        else:
+            if talk and features_dir is None:
+                print(
+                    f"the texts' features take {needed / 1e9:.1f} GB, over the in-memory budget of "
+                    f"{budget / 1e9:.1f} GB ({features_memory:g} of the available memory): using a feature store"
+                )
+            table, embedded = open_store(self.embedder, texts, features_dir, runner, progress)
+            where = f"in the feature store {table.path} ({embedded} texts embedded now, {len(table) - embedded} reused)"
+        if talk:
+            print(
+                f"features of {len(texts.tokens)} distinct texts ({int(texts.lengths.sum())} tokens) {where}; "
+                f"{time.perf_counter() - start:.1f} s"
+            )
+        return table
+
+    def dataset(
+        self, table, texts: FitTexts, rows: np.ndarray, labels: np.ndarray, batch_size: int, shuffle: bool
+    ) -> tf.data.Dataset:
+        """Batches of the examples ``rows`` (lines of ``table``) with ``labels``, grouped by length and shuffled
+        by windows of nearby lines (:data:`~elmo_keras.tasks.feature_store.READ_WINDOW`), on disk as in memory.
+
+        Args:
+            table: from :meth:`features`.
+            texts: the :class:`~elmo_keras.tasks.feature_store.FitTexts` of ``table``.
+            rows: int `[N]`, each example's line.
+            labels: `[N, ...]`, each example's labels.
             batch_size: texts per batch.
             shuffle: shuffle the batches.
-            verbose: Keras' ``verbose``; a progress bar and timing when not 0.
 
         Returns:
             A ``tf.data.Dataset`` of ``(features, labels)``.
         """
-        tokens = [tokenize(text) for text in texts]
-        start = time.perf_counter()
-        features = embed_layers(self.embedder, tokens, dtype=FEATURE_DTYPE, progress=verbose in (1, "auto"))
-        if verbose not in (0, "0"):
-            print(
-                f"embedded {len(texts)} texts ({sum(map(len, tokens))} tokens) once with the frozen biLM in "
-                f"{time.perf_counter() - start:.1f} s"
-            )
+        by_line = np.argsort(rows, kind="stable")  # nearby examples read nearby lines
         return features_dataset(
-            features,
-            labels,
+            table,
+            np.asarray(labels)[by_line],
             batch_size=batch_size,
             shuffle=shuffle,
             group_by_length=True,
-            tokens=tokens if self.takes_tokens else None,
+            tokens=texts.tokens if self.takes_tokens else None,
+            rows=rows[by_line],
+            window=READ_WINDOW,
         )
 
     def fit(
@@ -130,6 +186,9 @@ class EmbedOnce:
         validation_data: tuple | None = None,
         shuffle=True,
         validation_batch_size: int | None = None,
+        features_dir: str | os.PathLike | None = None,
+        features_memory: float = MEMORY_FRACTION,
+        features_runner: Runner | None = None,
         **kwargs,
     ) -> keras.callbacks.History:
         """``keras.Model.fit`` on the stored layers of ``texts`` (and of the validation texts).
@@ -143,6 +202,9 @@ class EmbedOnce:
             validation_data: ``(texts, labels)`` for validation, or ``None``.
             shuffle: shuffle the training batches.
             validation_batch_size: validation texts per batch (``batch_size`` when ``None``).
+            features_dir: see :meth:`features`.
+            features_memory: see :meth:`features`.
+            features_runner: see :meth:`features` (``runner``).
             **kwargs: other ``keras.Model.fit`` arguments, such as ``epochs`` and ``callbacks``.
 
         Returns:
@@ -153,12 +215,45 @@ class EmbedOnce:
             cut = int(len(texts) * (1.0 - validation_split))
             validation_data = (texts[cut:], labels[cut:])
             texts, labels = texts[:cut], labels[:cut]
-        train = self.dataset(texts, labels, batch_size, bool(shuffle), verbose)
-        if validation_data is not None:
-            validation_data = self.dataset(
-                list(validation_data[0]), validation_data[1], validation_batch_size or batch_size, False, verbose
+        held_out = [] if validation_data is None else list(validation_data[0])
+        fit_texts = FitTexts.of(list(texts) + held_out)
+        table = self.features(fit_texts, features_dir, features_memory, features_runner, verbose)
+        try:
+            rows = fit_texts.rows
+            train = self.dataset(table, fit_texts, rows[: len(texts)], labels, batch_size, bool(shuffle))
+            if validation_data is not None:
+                validation_data = self.dataset(
+                    table, fit_texts, rows[len(texts) :], validation_data[1], validation_batch_size or batch_size, False
+                )
+            return self.features_model.fit(
+                train, validation_data=validation_data, verbose=verbose, shuffle=False, **kwargs
             )
-        return self.features_model.fit(train, validation_data=validation_data, verbose=verbose, shuffle=False, **kwargs)
+        finally:
+            table.close()
+
+
+class MemoryFeatures:
+    """Layers held in memory, one float16 array `[n_tokens, L, D]` per text (a
+    :class:`~elmo_keras.tasks.features.FeatureTable`).
+
+    Args:
+        arrays: from :func:`~elmo_keras.tasks.features.embed_layers`.
+    """
+
+    def __init__(self, arrays: list[np.ndarray]):
+        self.arrays = arrays
+        self.lengths = np.array([len(a) for a in arrays], dtype=np.int64)
+        self.feature_shape = tuple(arrays[0].shape[1:])
+
+    def __len__(self) -> int:
+        return len(self.arrays)
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return self.arrays[i]
+
+    def close(self) -> None:
+        """Let the arrays go."""
+        self.arrays = []
 
 
 def strings(texts: tf.Tensor) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 import keras
@@ -16,6 +17,7 @@ from elmo_keras.layers.pooling import MaskedPooling
 from elmo_keras.layers.segments import SegmentedEncoder
 from elmo_keras.saving import serializable
 from elmo_keras.tasks.embed_once import FEATURES_HEAD, FIT_ARGUMENTS, EmbedOnce, strings
+from elmo_keras.tasks.feature_store import MEMORY_FRACTION
 from elmo_keras.tasks.metrics import MultiLabelBinaryCrossentropy, MultiLabelF1, PrecisionAtK, pad_label_indices
 from elmo_keras.tasks.text_pipeline import LENGTH_MULTIPLE, char_ids_width, is_text, text_dataset, text_to_char_ids
 from elmo_keras.text import as_text, pad_tokens
@@ -81,17 +83,34 @@ class TextModel(keras.Model):
         """A Python list/tuple of labels -> a NumPy array (Keras would read a list as several outputs)."""
         return np.asarray(y) if isinstance(y, (list, tuple)) else y
 
-    def fit(self, x=None, y=None, *args, validation_data=None, embed_once: bool | None = None, **kwargs):
+    def fit(
+        self,
+        x=None,
+        y=None,
+        *args,
+        validation_data=None,
+        embed_once: bool | None = None,
+        features_dir: str | os.PathLike | None = None,
+        features_memory: float = MEMORY_FRACTION,
+        features_runner=None,
+        **kwargs,
+    ):
         """``keras.Model.fit``; over a frozen ``ek.Elmo`` it embeds each text once (``embed_once``).
 
         With ``embed_once`` None (the default) or True, a :func:`text_classifier` over a frozen ``Elmo``, fitted
-        on texts in memory, runs the biLM once per text (float16 layers in memory, with a progress bar) and
-        trains its head on the stored layers for all epochs; batches are bucketed by length. The result is the
-        same model as training end to end (the head sees the same layers), at a fraction of the cost per epoch.
+        on texts in memory, runs the biLM once per distinct text (with a progress bar) and trains its head on the
+        stored float16 layers for all epochs; batches are bucketed by length. The result is the same model as
+        training end to end (the head sees the same layers), at a fraction of the cost per epoch. The layers stay
+        in memory while they take at most ``features_memory`` of the available memory; beyond that, or with
+        ``features_dir``, they go to a feature store on disk (see :mod:`elmo_keras.tasks.feature_store`): embedded
+        once, streamed in batches (memory does not grow with the number of texts), resumed after a kill and
+        reused by the next ``fit`` on the same texts, whatever its head. Both paths read the examples in the same
+        order: the same seed gives the same loss curve, within float16 rounding.
         Callbacks then see the model over stored layers, which shares this model's head weights (so
         ``EarlyStopping(restore_best_weights=True)`` works; ``ModelCheckpoint`` saves that model). Datasets,
         generators, ``sample_weight``, ``steps_per_epoch``, segments (``max_tokens``) or a trainable biLM run
-        the plain path; ``embed_once=True`` then raises instead, ``False`` always runs the plain path.
+        the plain path; ``embed_once=True`` (or ``features_dir``) then raises instead, ``False`` always runs the
+        plain path.
 
         Args:
             x: texts: sentences (a list of str or a string array) or padded tokens, or a dataset.
@@ -99,11 +118,22 @@ class TextModel(keras.Model):
             *args: further positional ``keras.Model.fit`` arguments.
             validation_data: ``(texts, labels)``, as in ``keras.Model.fit``.
             embed_once: ``None`` (when possible), True (always; raises when not possible) or False (never).
+            features_dir: the folder of feature stores, or `None`: in memory within the budget, else a store
+                under ``CACHE/features``. Defaults to `None`.
+            features_memory: the in-memory budget, a share of the available memory (0: always a store).
+                Defaults to 0.25.
+            features_runner: how a store is embedded: `None` (this process) or
+                :func:`elmo_keras.corpus.beam.beam_runner`. Defaults to `None`.
             **kwargs: other ``keras.Model.fit`` arguments, such as ``epochs``.
 
         Returns:
             The Keras ``History``.
         """
+        store = {"features_dir": features_dir, "features_memory": features_memory, "features_runner": features_runner}
+        if features_dir is not None or features_runner is not None:
+            embed_once = True if embed_once is None else embed_once
+            if embed_once is False:
+                raise ValueError("features_dir and features_runner need the embed-once path; embed_once=False")
         if char_ids_width(self) is not None and is_text(x):
             return self._fit_texts(x, y, args, validation_data, embed_once, kwargs)
         x, y = self._text(x), self._labels(y)
@@ -113,7 +143,7 @@ class TextModel(keras.Model):
         if isinstance(plan, EmbedOnce):
             if validation_data is not None:
                 validation_data = (strings(validation_data[0]), np.asarray(validation_data[1]))
-            return plan.fit(strings(x), np.asarray(y), validation_data=validation_data, **kwargs)
+            return plan.fit(strings(x), np.asarray(y), validation_data=validation_data, **store, **kwargs)
         if embed_once:
             raise ValueError(f"embed_once=True, but this fit cannot embed once: {plan}")
         return super().fit(x, y, *args, validation_data=validation_data, **kwargs)

@@ -11,6 +11,7 @@ buffers whose pages are never touched, so they cost no resident memory at all.
 from __future__ import annotations
 
 import mmap
+import os
 
 import numpy as np
 import tensorflow as tf
@@ -63,3 +64,20 @@ def host_tensor(array: np.ndarray) -> tf.Tensor:
     if not array.flags.c_contiguous or array.ctypes.data % ALIGNMENT:
         raise ValueError(f"host_tensor needs a C-contiguous array aligned to {ALIGNMENT} bytes (use host_zeros)")
     return tf.experimental.dlpack.from_dlpack(array.__dlpack__())
+
+
+def available_memory() -> int:
+    """Bytes of memory this machine can still give without swapping: Linux's ``MemAvailable`` (free memory plus
+    the page cache it can reclaim), else the free pages ``sysconf`` reports.
+
+    Returns:
+        int, bytes.
+    """
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
