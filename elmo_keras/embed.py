@@ -9,6 +9,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from elmo_keras.errors import InputError
 from elmo_keras.io import load
 from elmo_keras.layers.bilm import BiLM
 from elmo_keras.layers.lstm_inference import transposed_layout_pays, transposed_step_weights
@@ -37,10 +38,55 @@ STEP_LAYOUTS = ("auto", "released", "transposed")
 #: Words of a model's vocabulary file cached when an embedder is made (``vocab_cache_size``'s default): for
 #: brown-small about 0.7 s of char CNN on the 2-core test machine; more for models with larger char CNNs.
 VOCAB_CACHE_SIZE = 10_000
+#: Padded tokens per batch (``batch_tokens``' default): 64 rows of sentences up to 128 tokens, so that ordinary
+#: text batches ``batch_size`` sentences at a time as it would without a budget, while a long document goes in
+#: a batch with few others, or (over 8,192 tokens) alone.
+BATCH_TOKENS = 64 * 128
+
+
+def _check_batch_tokens(batch_tokens) -> int:
+    """``batch_tokens`` as given -> an int >= 1, else :class:`InputError`."""
+    if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, (int, np.integer)) or batch_tokens < 1:
+        raise InputError(
+            f"batch_tokens must be an integer >= 1 (padded tokens per batch, e.g. {BATCH_TOKENS}), got {batch_tokens!r}"
+        )
+    return int(batch_tokens)
+
+
+def token_batches(lengths: Sequence[int], batch_size: int, batch_tokens: int) -> Iterator[list[int]]:
+    """Sentence lengths -> batches of sentence indices, by ascending length: each batch holds at most
+    ``batch_size`` sentences and at most ``batch_tokens`` padded tokens (its rows times its longest length); a
+    sentence longer than ``batch_tokens`` is a batch of its own.
+
+    Args:
+        lengths: the sentences' token counts.
+        batch_size: int >= 1, the most sentences per batch.
+        batch_tokens: int >= 1, the most padded tokens per batch.
+
+    Returns:
+        An iterator of index lists that together hold every index once, each list in ascending length.
+
+    Example:
+
+    ```python
+    from elmo_keras.embed import token_batches
+
+    assert list(token_batches([3, 20, 1, 2, 2], batch_size=2, batch_tokens=6)) == [[2, 3], [4, 0], [1]]
+    ```
+    """
+    batch: list[int] = []
+    for i in sorted(range(len(lengths)), key=lengths.__getitem__):
+        # ascending: sentence i is the batch's longest, so it pads every row to lengths[i]
+        if batch and (len(batch) == batch_size or (len(batch) + 1) * lengths[i] > batch_tokens):
+            yield batch
+            batch = []
+        batch.append(i)
+    if batch:
+        yield batch
 
 
 def _numpy(tensor) -> np.ndarray:
-    return keras.ops.convert_to_numpy(tensor).astype(np.float32)
+    return keras.ops.convert_to_numpy(tensor).astype(np.float32, copy=False)
 
 
 def _backend_function(bilm: BiLM, function: Callable) -> Callable:
@@ -82,7 +128,9 @@ class ElmoEmbedder:
     """The familiar ``ElmoEmbedder`` API over :class:`BiLM`.
 
     ``embed_sentences(token_lists)`` yields float32 arrays [n_layers + 1, n_tokens, 2P] in input order;
-    internally sentences are taken in chunks, sorted by length and batched, so padding is small.
+    internally sentences are taken in chunks, sorted by length and batched, so padding is small, with at most
+    ``batch_size`` sentences and ``batch_tokens`` padded tokens to a batch, so that long documents mixed with short
+    lines run in bounded memory.
 
     Args:
         options_file: the released options.json, as a path, an http(s) URL (downloaded once, see
@@ -108,11 +156,20 @@ class ElmoEmbedder:
         cache_new_tokens: bool, cache every new word type when first seen, up to ``max_cache_size`` types.
             Defaults to `True`.
         max_cache_size: int, the most word types the cache holds. Defaults to `1_000_000`.
-        batch_size: int, sentences per batch. Defaults to `64`.
-        chunk_size: int, sentences sorted together (bounds memory and latency). Defaults to `4096`.
-        jit_compile: bool, run the LSTMs with XLA; batches are then padded to ``batch_size`` rows and a multiple
-            of ``length_multiple`` tokens (masked, so results do not change) to bound the number of
-            compilations. Defaults to `False`.
+        batch_size: int, the most sentences per batch. Defaults to `64`.
+        batch_tokens: int >= 1, the most padded tokens per batch of :meth:`embed_sentences`: rows times the
+            batch's longest sentence, [rows, T] <= ``batch_tokens``; a longer sentence is a batch of its own.
+            What a batch costs grows with it: the model's activations (the LSTM's gate inputs [rows, T, 4 * dim]
+            per direction and layer, its outputs [rows, T, 2P] per layer) and the outputs [rows, n_layers + 1, T,
+            2P]. The default, 64 * 128, leaves sentences of up to 128 tokens ``batch_size`` to a batch. Defaults
+            to `8192`.
+        chunk_size: int, sentences sorted together (bounds memory and latency). A chunk also ends once it holds
+            ``chunk_size * batch_tokens / batch_size`` tokens (as many as ``chunk_size / batch_size`` full
+            batches), so that long documents do not make it hold more. Defaults to `4096`.
+        jit_compile: bool, run the LSTMs with XLA; batches are then padded to ``batch_size`` rows, or fewer where
+            the batch's length T allows fewer than ``batch_size`` rows in ``batch_tokens`` (never fewer than the
+            batch has), and to a multiple of ``length_multiple`` tokens (masked, so results do not change), to
+            bound the number of compilations. Defaults to `False`.
         length_multiple: int, with ``jit_compile``: batch lengths are padded to a multiple of it. Defaults to
             `8`.
         char_cnn_batch: int, words per char-CNN call (bounds the convolution activations, i.e. peak memory).
@@ -148,6 +205,7 @@ class ElmoEmbedder:
         cache_new_tokens: bool = True,
         max_cache_size: int = 1_000_000,
         batch_size: int = 64,
+        batch_tokens: int = BATCH_TOKENS,
         chunk_size: int = 4096,
         jit_compile: bool = False,
         length_multiple: int = 8,
@@ -155,6 +213,7 @@ class ElmoEmbedder:
         step_layout: str = "auto",
     ):
         _check_dtype(dtype)
+        batch_tokens = _check_batch_tokens(batch_tokens)
         if vocab_cache_size < 0:
             raise ValueError(f"vocab_cache_size must be >= 0 (0: no vocabulary cache), got {vocab_cache_size}")
         if step_layout not in STEP_LAYOUTS:
@@ -167,6 +226,7 @@ class ElmoEmbedder:
             raise ValueError("ElmoEmbedder needs a stateless BiLM (it reorders sentences)")
         self.bilm = bilm
         self.batch_size, self.chunk_size = batch_size, chunk_size
+        self.batch_tokens = batch_tokens
         self.jit_compile, self.length_multiple = jit_compile, length_multiple
         self.cache_new_tokens, self.max_cache_size = cache_new_tokens, max_cache_size
         self.char_cnn_batch = char_cnn_batch
@@ -298,7 +358,8 @@ class ElmoEmbedder:
             return [pool_tokens(array, modes) for array in self.embed_batch(sentences)]
         if not sentences:
             return []
-        if len(sentences) == 1 and not self.jit_compile and any(w not in self.cache for w in sentences[0]):
+        lone = len(sentences) == 1 and len(sentences[0]) <= self.char_cnn_batch  # its char CNN in one call
+        if lone and not self.jit_compile and any(w not in self.cache for w in sentences[0]):
             return [self._embed_uncached_sentence(sentences[0])]
         encode_token_lists(sentences)  # checks every token (clear errors), without building char ids twice
         vocab = list(dict.fromkeys(t for s in sentences for t in s))
@@ -307,8 +368,7 @@ class ElmoEmbedder:
         width, rows = max(lengths), len(sentences)
         if self.jit_compile:  # fixed shapes: few XLA compilations
             width = -(-max(width, 1) // self.length_multiple) * self.length_multiple
-            # TensorFlow (XLA): one row count; JAX: powers of two, so that a batch of one stays small
-            rows = max(rows, self.batch_size) if is_tensorflow() else 1 << (rows - 1).bit_length()
+            rows = self._padded_rows(rows, width)
         index = {w: i for i, w in enumerate(vocab)}
         ids = np.zeros((rows, width), dtype=np.int64)
         for row, sentence in enumerate(sentences):
@@ -316,12 +376,22 @@ class ElmoEmbedder:
         table = self._token_vectors(vocab) if vocab else np.zeros((0, p), np.float32)
         emb = table[ids] if width and len(table) else np.zeros((rows, width, p), np.float32)
         mask = np.arange(width)[None, :] < np.array(lengths + [0] * (rows - len(lengths)))[:, None]
-        layers = np.stack([_numpy(layer) for layer in self._context(emb, mask)], axis=1)
-        return [layers[row, :, :n] for row, n in enumerate(lengths)]
+        layers = [_numpy(layer) for layer in self._context(emb, mask)]
+        # each sentence gets its own copy of its real tokens: no output keeps its batch's padding alive
+        return [np.stack([layer[row, :n] for layer in layers]) for row, n in enumerate(lengths)]
+
+    def _padded_rows(self, rows: int, width: int) -> int:
+        """With ``jit_compile``: the rows of a batch of ``rows`` sentences padded to ``width`` tokens, one count per
+        width (few compilations) that keeps rows * width within ``batch_tokens`` where the batch itself does:
+        TensorFlow (XLA) ``batch_size``, or as many as ``batch_tokens`` holds at this width; JAX the next power of
+        two (a batch of one stays small), capped likewise."""
+        fixed = max(rows, min(self.batch_size, self.batch_tokens // width))
+        return fixed if is_tensorflow() else min(1 << (rows - 1).bit_length(), fixed)
 
     def _embed_uncached_sentence(self, sentence: Sequence[str]) -> np.ndarray:
         """One sentence with words not in the cache -> [n_layers + 1, n_tokens, 2P], in one model call; its word
-        vectors (the first half of layer 0) go into the cache as the two-call path would put them."""
+        vectors (the first half of layer 0) go into the cache as the two-call path would put them. Only for a
+        sentence of at most ``char_cnn_batch`` tokens: the call runs the char CNN over all of them at once."""
         ids = batch_to_ids([sentence], self.bilm.max_characters_per_token)
         layers = np.stack([_numpy(layer)[0] for layer in self._whole(ids)])
         self._remember(
@@ -334,8 +404,17 @@ class ElmoEmbedder:
         sentences: Iterable[Sequence[str]],
         batch_size: int | None = None,
         pool: str | Sequence[str] | None = None,
+        batch_tokens: int | None = None,
     ) -> Iterator[np.ndarray]:
         """Embed sentences in chunks of ``chunk_size``, each sorted by length and batched, so padding is small.
+
+        A batch holds at most ``batch_size`` sentences and at most ``batch_tokens`` padded tokens (rows times its
+        longest sentence; a longer sentence is a batch of its own, see :func:`token_batches`); a chunk ends at
+        ``chunk_size`` sentences or once it holds ``chunk_size * batch_tokens / batch_size`` tokens. Memory is
+        therefore bounded whatever the mix of lengths: one batch's model work, for at most
+        max(``batch_tokens``, the longest sentence) padded tokens, and one chunk's outputs, held until they are
+        yielded in input order: at most that many tokens plus one sentence, at (n_layers + 1) * 2P float32 each
+        (without ``pool``). The outputs are the same as one sentence at a time would give.
 
         With ``pool``, each sentence becomes one vector per layer: every layer pooled over the sentence's own
         tokens (padding never enters), [n_layers + 1, 2P * len(pool)] (``pool=["mean", "max"]``: the means, then
@@ -347,6 +426,8 @@ class ElmoEmbedder:
             batch_size: int, sentences per batch, or `None` for the embedder's ``batch_size``. Defaults to
                 `None`.
             pool: `None` (token vectors), or `"mean"`, `"max"` or a list of both. Defaults to `None`.
+            batch_tokens: int >= 1, padded tokens per batch, or `None` for the embedder's ``batch_tokens``.
+                Defaults to `None`.
 
         Returns:
             An iterator of float32 arrays, one per sentence, in input order: [n_layers + 1, n_tokens, 2P], or with
@@ -369,22 +450,24 @@ class ElmoEmbedder:
         """
         modes = None if pool is None else pool_modes(pool)  # checked before any model work
         batch_size = batch_size or self.batch_size
+        batch_tokens = self.batch_tokens if batch_tokens is None else _check_batch_tokens(batch_tokens)
+        chunk_tokens = max(batch_tokens, self.chunk_size * batch_tokens // batch_size)
         chunk: list[Sequence[str]] = []
+        tokens = 0
         for sentence in sentences:
             chunk.append(sentence)
-            if len(chunk) == self.chunk_size:
-                yield from self._embed_chunk(chunk, batch_size, modes)
-                chunk = []
+            tokens += len(sentence)
+            if len(chunk) == self.chunk_size or tokens >= chunk_tokens:
+                yield from self._embed_chunk(chunk, batch_size, batch_tokens, modes)
+                chunk, tokens = [], 0
         if chunk:
-            yield from self._embed_chunk(chunk, batch_size, modes)
+            yield from self._embed_chunk(chunk, batch_size, batch_tokens, modes)
 
     def _embed_chunk(
-        self, chunk: list[Sequence[str]], batch_size: int, pool: Sequence[str] | None = None
+        self, chunk: list[Sequence[str]], batch_size: int, batch_tokens: int, pool: Sequence[str] | None = None
     ) -> list[np.ndarray]:
-        order = sorted(range(len(chunk)), key=lambda i: len(chunk[i]))
         out: list[np.ndarray | None] = [None] * len(chunk)
-        for start in range(0, len(order), batch_size):
-            rows = order[start : start + batch_size]
+        for rows in token_batches([len(s) for s in chunk], batch_size, batch_tokens):
             for row, array in zip(rows, self.embed_batch([chunk[i] for i in rows])):
                 out[row] = array if pool is None else pool_tokens(array, pool)
         return out
