@@ -507,7 +507,15 @@ def embed_file(
         fmt: "hdf5", "shards" or "npy". Defaults to "hdf5".
         long_line: int, lines of more tokens are counted in the report (and embedded in full). Defaults to 400.
         storage_dtype: "float32" or "float16", the stored dtype. Defaults to "float32".
-        shard_lines: int, lines per shard: the unit of committing and resuming. Defaults to 1024.
+        shard_lines: int, lines per shard: the unit of committing and resuming, and of memory. The run holds
+            the shard being embedded and the shard being written: their lines' float32 arrays, (n_layers + 1) x
+            2P values per token with ``layers="all"`` or "top" (a view of the line's layers; 3 x 1024 for the
+            original size), 2P with "average", and the writer's buffer of the stored values in
+            ``storage_dtype``; about 2 x ``shard_lines`` x tokens per line x values per token x 4 bytes (with
+            ``pool``, one vector per line). Besides that: one batch of the embedder, which its ``batch_tokens``
+            bounds (see :class:`elmo_keras.ElmoEmbedder`). For long documents lower it: 1024 lines of 20,000
+            tokens are 252 GB per shard with the original size and ``layers="all"``, 16 such lines 3.9 GB.
+            Defaults to 1024.
         overwrite: bool, allow replacing an existing output. Defaults to `False`.
         restart: bool, discard an interrupted run instead of resuming it. Defaults to `False`.
         runner: a :data:`Runner` that computes the shards, or `None` to compute them in this process. Defaults to
