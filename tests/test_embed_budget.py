@@ -100,6 +100,18 @@ def test_xla_padding_stays_within_the_budget(fixture_files, embedder, monkeypatc
     assert padded == [(8, 8), (2, 32), (1, 104)]  # 64 tokens: 8 rows of 8, 2 of 32; 104 alone
 
 
+def test_a_lone_sentence_over_char_cnn_batch_tokens_runs_its_char_cnn_in_pieces(fixture_files, embedder, monkeypatch):
+    """The one-call path for a lone sentence with new words runs the char CNN over all of its tokens at once:
+    only a sentence of at most char_cnn_batch tokens takes it; a longer one goes char_cnn_batch words a call."""
+    lone = ElmoEmbedder(*fixture_files, dtype="float32", char_cnn_batch=16)
+    calls, whole = [], lone._whole
+    monkeypatch.setattr(lone, "_whole", lambda ids: calls.append(ids.shape) or whole(ids))
+    short, long = [f"s{i}" for i in range(16)], [f"w{i}" for i in range(40)]
+    for sentence in (short, long):
+        np.testing.assert_allclose(lone.embed_sentence(sentence), embedder.embed_sentence(sentence), atol=1e-6)
+    assert calls == [(1, 16, 50)]  # the short one only
+
+
 @pytest.mark.parametrize("bad", [0, -5, 2.5, "8192", True, None])
 def test_bad_batch_tokens_is_named(fixture_files, embedder, bad):
     if bad is not None:  # None: the embedder's own budget in embed_sentences, not allowed on the constructor
