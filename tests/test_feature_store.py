@@ -17,7 +17,7 @@ from elmo_keras import models
 from elmo_keras.errors import InputError
 from elmo_keras.tasks import embed_once, feature_store
 from elmo_keras.tasks.feature_store import FitTexts, list_stores, remove_store
-from elmo_keras.tasks.features import epoch_order
+from elmo_keras.tasks.features import epoch_batches
 from tests.fresh import run_cli, run_fresh
 
 WORDS = "good bad great awful film plot acting fun mess boring fine".split()
@@ -40,17 +40,26 @@ def small_shards(monkeypatch):
     monkeypatch.setattr(embed_once, "READ_WINDOW", 16)
 
 
-def test_epoch_order_is_a_permutation_that_stays_in_windows():
+def test_epoch_batches_are_a_permutation_that_stays_in_windows():
     rng = np.random.default_rng(0)
     lengths = rng.integers(0, 50, 1000)
-    for window in (None, 128):
-        for group in (False, True):
-            order = epoch_order(lengths, 32, True, rng, group, window)
-            assert sorted(order) == list(range(1000))
-    order = epoch_order(lengths, 32, True, rng, False, 128)
+    lengths[[3, 500]] = 5000  # two long documents
+    for window, tokens in ((None, None), (128, None), (128, 400)):
+        for group in (False, True) if tokens is None else (True,):
+            batches = epoch_batches(lengths, 32, True, rng, group, window, tokens)
+            assert sorted(np.concatenate(batches)) == list(range(1000))
+    order = np.concatenate(epoch_batches(lengths, 32, True, rng, False, 128))
     assert np.count_nonzero(np.diff(order // 128)) == 7, "each window's examples come out together"
-    order = epoch_order(lengths, 32, False, rng, True, 128)  # validation: fixed, sorted within each window
+    batches = epoch_batches(lengths, 32, False, rng, True, 128)  # validation: fixed, sorted within each window
+    order = np.concatenate(batches)
     assert all((np.diff(lengths[order[i : i + 128]]) >= 0).all() for i in range(0, 1000, 128))
+    counts = {len(epoch_batches(lengths, 32, True, rng, True, 128, 400)) for _ in range(5)}
+    assert len(counts) == 1, "the same number of batches every epoch (Keras is told it once)"
+    for batch in epoch_batches(lengths, 32, True, rng, True, 128, 400):
+        assert len(batch) <= 32 and (len(batch) * lengths[batch].max() <= 400 or len(batch) == 1)
+    assert [len(b) for b in epoch_batches(lengths, 32, True, rng, True, 128, 400) if lengths[b].max() == 5000] == [1, 1]
+    with pytest.raises(ValueError, match="batch_tokens needs"):
+        epoch_batches(lengths, 32, True, rng, True, None, 400)
 
 
 def test_store_order_does_not_depend_on_the_input_order():

@@ -7,6 +7,8 @@ from elmo_keras.features import embed_layers, features_dataset
 
 import elmo_keras as ek
 from elmo_keras import models
+from elmo_keras.errors import InputError
+from elmo_keras.tasks.features import PooledTable, pooled_dataset
 
 TEXTS = [
     "good movie",
@@ -122,3 +124,30 @@ def test_features_dataset_rejects_bad_input():
         features_dataset([good], tokens=[["one", "two", "three"]])
     items = list(features_dataset([good[:1]], tokens=[["naïve"]]).unbatch())
     assert items[0]["tokens"].numpy().tolist() == ["naïve".encode()]
+
+
+def test_pooled_document_vectors_train_a_mix_over_their_layers(elmo, tmp_path):
+    """Long documents (3,000 tokens) beside short ones, embedded as pooled per-layer vectors (float32): each
+    vector is the mean of the document's token layers (1e-5), and a mix over the pooled layers learns the
+    documents' topic from a dataset read one document at a time, in windows of 4 shards of 4."""
+    rng = np.random.default_rng(0)
+    topics = [["market", "bank", "rates", "shares"], ["river", "walk", "trees", "water"]]
+    labels = np.arange(24) % 2
+    docs = [" ".join(rng.choice(topics[y], 3000 if i < 2 else rng.integers(3, 30))) for i, y in enumerate(labels)]
+    (tmp_path / "docs.txt").write_text("\n".join(docs) + "\n")
+    embedder = ek.ElmoEmbedder(bilm=elmo.bilm)
+    ek.embed_file(
+        embedder, tmp_path / "docs.txt", tmp_path / "pooled", fmt="shards", pool="mean", shard_lines=4, progress=False
+    )
+    with ek.load_embeddings(tmp_path / "pooled") as vectors:
+        token_layers = next(embedder.embed_sentences([docs[0].split()]))  # [L, T, D]
+        np.testing.assert_allclose(vectors[0], token_layers.mean(axis=1), atol=1e-5)
+        keras.utils.set_random_seed(0)
+        model = models.features_classifier(3, elmo.output_dim, 2, head="pool", mix="trainable", **SMALL)
+        model.fit(pooled_dataset(vectors, labels, batch_size=4, shuffle=True), epochs=15, verbose=0)
+        scores = model.predict(pooled_dataset(vectors, labels, batch_size=4), verbose=0)
+    assert (scores.argmax(-1) == labels).mean() == 1.0
+    with pytest.raises(InputError, match="token vectors, not pooled"):
+        ek.embed_file(embedder, tmp_path / "docs.txt", tmp_path / "tokens", fmt="shards", progress=False)
+        with ek.load_embeddings(tmp_path / "tokens") as vectors:
+            PooledTable(vectors)

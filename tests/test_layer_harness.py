@@ -218,6 +218,8 @@ CASES: dict[str, Callable | str] = {
     "elmo_keras>MultiLabelF1": "not a layer: a metric",
     "elmo_keras>Perplexity": "not a layer: a metric",
     "elmo_keras>PrecisionAtK": "not a layer: a metric",
+    "elmo_keras>NDCGAtK": "not a layer: a metric",
+    "elmo_keras>PSPAtK": "not a layer: a metric",
     "elmo_keras>ProjectedBiLSTM": lambda ctx: Case(
         lambda: ek.ProjectedBiLSTM(2, 8, 4, cell_clip=3, proj_clip=3, use_skip_connections=True),
         (_random(2, 4, 4), STEP_MASK),

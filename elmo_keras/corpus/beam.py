@@ -25,7 +25,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from elmo_keras.corpus import layout
 from elmo_keras.corpus.lines import InputScan
 from elmo_keras.corpus.run import Commit, Runner, embed_shard
-from elmo_keras.embed import ElmoEmbedder
+from elmo_keras.embed import BATCH_TOKENS, ElmoEmbedder
 from elmo_keras.layers.pooling import pool_modes
 from elmo_keras.text import tokenize
 
@@ -42,6 +42,8 @@ class EmbedderSpec:
         preset: a shipped preset name, instead of ``options`` and ``weights``. Defaults to `None`.
         dtype: the embedder's compute dtype ("float32" or "bfloat16"). Defaults to "float32".
         batch_size: int, sentences per model call. Defaults to 64.
+        batch_tokens: int, padded tokens per model call (see :class:`~elmo_keras.ElmoEmbedder`). Defaults to
+            :data:`~elmo_keras.embed.BATCH_TOKENS`.
 
     Example:
 
@@ -58,6 +60,7 @@ class EmbedderSpec:
     preset: str | None = None
     dtype: str = "float32"
     batch_size: int = 64
+    batch_tokens: int = BATCH_TOKENS
 
     def load(self) -> ElmoEmbedder:
         """Build the embedder (once per worker).
@@ -65,7 +68,7 @@ class EmbedderSpec:
         Returns:
             An :class:`~elmo_keras.ElmoEmbedder`.
         """
-        kwargs = {"dtype": self.dtype, "batch_size": self.batch_size}
+        kwargs = {"dtype": self.dtype, "batch_size": self.batch_size, "batch_tokens": self.batch_tokens}
         if self.preset:
             return ElmoEmbedder.from_preset(self.preset, **kwargs)
         return ElmoEmbedder(self.options, self.weights, **kwargs)

@@ -122,7 +122,8 @@ def reduce_layers(array: np.ndarray, layers: str) -> np.ndarray:
     np.testing.assert_array_equal(reduce_layers(array, "average"), array[1])
     ```
     """
-    return array if layers == "all" else array[-1] if layers == "top" else array.mean(axis=0)
+    return array if layers == "all" else array[-1].copy() if layers == "top" else array.mean(axis=0)  # no view:
+    # a line's other layers are not kept alive by it
 
 
 def reduce_line(array: np.ndarray, layers: str, pool: Sequence[str] | None = None) -> np.ndarray:

@@ -23,6 +23,7 @@ from elmo_keras.embed import ElmoEmbedder
 from elmo_keras.errors import InputError
 from elmo_keras.layers.segments import SegmentedEncoder
 from elmo_keras.tasks.feature_store import (
+    BATCH_TOKENS,
     MEMORY_FRACTION,
     READ_WINDOW,
     STORAGE_DTYPE,
@@ -32,6 +33,7 @@ from elmo_keras.tasks.feature_store import (
     open_store,
 )
 from elmo_keras.tasks.features import embed_layers, features_dataset
+from elmo_keras.tasks.sampled_labels import SampledLabelModel, SampledLabelScores
 from elmo_keras.utils.host_memory import available_memory
 
 FEATURES_HEAD = "features_head"  #: name of the sub-model from stored biLM layers to the pooled text vector
@@ -91,11 +93,13 @@ class EmbedOnce:
             return "the model's embedder is not an ek.Elmo"
         head = encoder.get_layer(FEATURES_HEAD)
         inputs = {key: keras.Input(shape=t.shape[1:], dtype=t.dtype, name=key) for key, t in head.input.items()}
-        outputs = model.get_layer("scores")(model.get_layer("dropout")(head(inputs)))
-        features_model = keras.Model(inputs, outputs, name=f"{model.name}_features")
+        scores = model.get_layer("scores")
+        outputs = scores(model.get_layer("dropout")(head(inputs)))
+        model_class = SampledLabelModel if isinstance(scores, SampledLabelScores) else keras.Model
+        features_model = model_class(inputs, outputs, name=f"{model.name}_features")
         compiled = keras.saving.deserialize_keras_object(model.get_compile_config())
         features_model.compile(**{**compiled, "optimizer": model.optimizer})  # one optimizer state for both
-        return cls(elmos[0], features_model, ElmoEmbedder(bilm=elmos[0].bilm))
+        return cls(elmos[0], features_model, ElmoEmbedder(bilm=elmos[0].bilm, max_cache_size=100_000))
 
     @property
     def takes_tokens(self) -> bool:
@@ -151,7 +155,9 @@ class EmbedOnce:
         self, table, texts: FitTexts, rows: np.ndarray, labels: np.ndarray, batch_size: int, shuffle: bool
     ) -> tf.data.Dataset:
         """Batches of the examples ``rows`` (lines of ``table``) with ``labels``, grouped by length and shuffled
-        by windows of nearby lines (:data:`~elmo_keras.tasks.feature_store.READ_WINDOW`), on disk as in memory.
+        by windows of nearby lines (:data:`~elmo_keras.tasks.feature_store.READ_WINDOW`), on disk as in memory;
+        a batch holds at most ``batch_size`` texts and :data:`~elmo_keras.tasks.feature_store.BATCH_TOKENS`
+        padded tokens (a longer text is a batch of its own), so long documents do not blow up a batch.
 
         Args:
             table: from :meth:`features`.
@@ -174,6 +180,7 @@ class EmbedOnce:
             tokens=texts.tokens if self.takes_tokens else None,
             rows=rows[by_line],
             window=READ_WINDOW,
+            batch_tokens=BATCH_TOKENS,
         )
 
     def fit(

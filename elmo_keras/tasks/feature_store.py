@@ -14,7 +14,7 @@ DIR/<key>/          key: 16 hex digits of the sha256 of store.json's identity
 The identity holds everything that decides the contents, so a second ``fit`` on the same texts (in any order,
 whatever the head or mix) embeds nothing, and a store is never used for other texts or another model. Store
 order is the texts' sha256 order: a pseudo-random order fixed by the texts, so that shuffling by windows of
-nearby lines (see :func:`~elmo_keras.tasks.features.epoch_order`) mixes classes even when the input is sorted.
+nearby lines (see :func:`~elmo_keras.tasks.features.epoch_batches`) mixes classes even when the input is sorted.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ STORE_FORMAT = 1  #: the version of the layout above
 STORAGE_DTYPE = "float16"  #: how the layers are stored (half the bytes of float32)
 SHARD_LINES = 1024  #: texts per committed shard: a kill loses at most two shards of work
 READ_WINDOW = 4 * SHARD_LINES  #: training examples shuffled together: reads stay within a few shards
+BATCH_TOKENS = 16_384  #: the most padded tokens of a training batch: long texts get smaller batches
 TEXTS, IDENTITY, LAYERS = "texts.txt", "store.json", "layers"
 MEMORY_FRACTION = 0.25  #: default share of the available memory that features may take before going to disk
 

@@ -13,6 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from elmo_keras.embed import ElmoEmbedder
+from elmo_keras.errors import InputError
 
 
 def embed_layers(
@@ -45,20 +46,24 @@ def embed_layers(
     return out
 
 
-def epoch_order(
+def epoch_batches(
     lengths: np.ndarray,
     batch_size: int,
     shuffle: bool,
     rng: np.random.Generator,
     group_by_length: bool = False,
     window: int | None = None,
-) -> np.ndarray:
-    """The example indices of one epoch, as :func:`features_dataset` reads them.
+    batch_tokens: int | None = None,
+) -> list[np.ndarray]:
+    """The batches of one epoch (example indices), as :func:`features_dataset` reads them.
 
     Shuffled (``shuffle``) over all examples, or with ``window`` within windows of ``window`` consecutive
     examples taken in a random order, so that reads stay local (features on disk). With ``group_by_length``,
     pools of examples (64 batches' worth, or one window) are sorted by length and cut into batches of
     ``batch_size``, and the batch order is shuffled (within each window's worth of batches with ``window``).
+    With ``batch_tokens`` (needs ``window``), each window is cut on its own and a batch also holds at most
+    ``batch_tokens`` padded tokens (rows x its longest text; a longer text is a batch of its own): the number
+    of batches is then the same every epoch, as a window's lengths do not change.
 
     Args:
         lengths: int `[N]`, each example's number of tokens.
@@ -67,33 +72,46 @@ def epoch_order(
         rng: the NumPy generator that draws the order.
         group_by_length: bool, batch examples of similar length. Defaults to `False`.
         window: int, examples per shuffling window, or `None` to shuffle them all. Defaults to `None`.
+        batch_tokens: int, the most padded tokens of a batch, or `None`. Defaults to `None`.
 
     Returns:
-        int `[N]`, a permutation of ``range(N)``.
+        list of int arrays, the batches; together a permutation of ``range(N)``.
     """
+    if batch_tokens is not None and not (window and group_by_length):
+        raise ValueError("batch_tokens needs group_by_length and a window (the batches must not change per epoch)")
     n = len(lengths)
-    if not shuffle:
-        rows = np.arange(n)
-    elif window is None:
-        rows = rng.permutation(n)
-    else:
-        rows = np.concatenate(
-            [start + rng.permutation(min(window, n - start)) for start in rng.permutation(np.arange(0, n, window))]
-        )
+    if window is None:  # pools of 64 batches' worth
+        rows = rng.permutation(n) if shuffle else np.arange(n)
+        pools = np.split(rows, range(64 * batch_size, n, 64 * batch_size))
+    else:  # the windows, in a random order, each shuffled
+        starts = rng.permutation(np.arange(0, n, window)) if shuffle else range(0, n, window)
+        pools = [start + (rng.permutation if shuffle else np.arange)(min(window, n - start)) for start in starts]
+        rows = np.concatenate(pools)
     if not group_by_length:
-        return rows
-    pool = window or 64 * batch_size
-    rows = np.concatenate(
-        [part[np.argsort(lengths[part], kind="stable")] for part in np.split(rows, range(pool, n, pool))]
-    )
-    batches = np.split(rows, range(batch_size, n, batch_size))
+        return np.split(rows, range(batch_size, n, batch_size))
+    pools = [part[np.argsort(lengths[part], kind="stable")] for part in pools]
+    if batch_tokens is None:
+        rows = np.concatenate(pools)
+        cut = [np.split(rows, range(batch_size, n, batch_size))]
+        if window is not None:  # shuffle within each window's worth of batches
+            block = max(1, window // batch_size)
+            cut = [cut[0][first : first + block] for first in range(0, len(cut[0]), block)]
+    else:
+        cut = [_token_batches(part, lengths[part], batch_size, batch_tokens) for part in pools]
     if shuffle:
-        block = len(batches) if window is None else max(1, window // batch_size)
-        batch_order = np.concatenate(
-            [first + rng.permutation(min(block, len(batches) - first)) for first in range(0, len(batches), block)]
-        )
-        batches = [batches[b] for b in batch_order]
-    return np.concatenate(batches)
+        cut = [[group[b] for b in rng.permutation(len(group))] for group in cut]
+    return [batch for group in cut for batch in group]
+
+
+def _token_batches(rows: np.ndarray, lengths: np.ndarray, batch_size: int, batch_tokens: int) -> list[np.ndarray]:
+    """Rows sorted by length -> batches of at most ``batch_size`` rows and ``batch_tokens`` padded tokens."""
+    batches, start = [], 0
+    for end in range(1, len(rows) + 1):
+        size = end - start  # rows[end - 1], the longest so far, sets the padded length
+        if size > 1 and (size > batch_size or size * max(lengths[end - 1], 1) > batch_tokens):
+            batches.append(rows[start : end - 1])
+            start = end - 1
+    return batches + [rows[start:]] if len(rows) else batches
 
 
 class FeatureTable(Protocol):
@@ -135,6 +153,7 @@ def features_dataset(
     group_by_length: bool = False,
     rows: np.ndarray | None = None,
     window: int | None = None,
+    batch_tokens: int | None = None,
 ) -> tf.data.Dataset:
     """Batches ``{"layers": float32 [B, T, L, D], "mask": bool [B, T]}`` (+ labels) for
     :func:`elmo_keras.tasks.models.features_classifier`. Batches are padded to their longest text.
@@ -152,11 +171,13 @@ def features_dataset(
         tokens: the texts' token lists (one per feature array), added as ``"tokens"`` string `[B, T]` (`""` =
             padding) for a ``features_classifier`` with a ``word_embedding``.
         group_by_length: batch texts of similar length while keeping ``ceil(N / batch_size)`` full batches per
-            epoch (so Keras knows the epoch length): see :func:`epoch_order`.
+            epoch (so Keras knows the epoch length): see :func:`epoch_batches`.
         rows: int `[N]`, the feature array of each example (a text may be used by several), or `None` for one
             example per array, in order. Defaults to `None`.
-        window: shuffle within windows of this many consecutive examples (see :func:`epoch_order`), or `None`
+        window: shuffle within windows of this many consecutive examples (see :func:`epoch_batches`), or `None`
             to shuffle them all. Defaults to `None`.
+        batch_tokens: with ``group_by_length`` and ``window``: the most padded tokens of a batch (a longer text is
+            a batch of its own), or `None`. Defaults to `None`.
 
     Returns:
         A ``tf.data.Dataset``.
@@ -193,34 +214,143 @@ def features_dataset(
 
     rng = np.random.default_rng(seed if seed is not None else np.random.randint(2**31))  # keras seeds NumPy
     example_lengths = lengths[rows]
+    labels = None if labels is None else np.asarray(labels)
+    plan = (example_lengths, batch_size, shuffle, rng, group_by_length, window, batch_tokens)
+
+    def item(example: int) -> dict:
+        i = rows[example]
+        f = features[i]
+        # an empty text is one padding step, as SegmentedEncoder gives it (a batch of them stays valid)
+        out = {
+            "layers": f.astype(np.float32) if len(f) else np.zeros((1, n_layers, dim), np.float32),
+            "mask": np.ones(len(f), bool) if len(f) else np.zeros(1, bool),
+        }
+        if tokens is not None:
+            out["tokens"] = np.array([t.encode("utf-8") for t in tokens[i]] or [b""], dtype=object)
+        return out
+
+    def batch(examples: np.ndarray) -> dict:
+        """Items padded to the batch's longest text (zeros, False, b"")."""
+        items = [item(e) for e in examples]
+        steps = max(len(x["mask"]) for x in items)
+        out = {
+            "layers": np.zeros((len(items), steps, n_layers, dim), np.float32),
+            "mask": np.zeros((len(items), steps), bool),
+        }
+        if tokens is not None:
+            out["tokens"] = np.full((len(items), steps), b"", dtype=object)
+        for row, x in enumerate(items):
+            for key, value in x.items():
+                out[key][row, : len(value)] = value
+        return out
 
     def generate():
-        for example in epoch_order(example_lengths, batch_size, shuffle, rng, group_by_length, window):
-            i = rows[example]
-            f = features[i]
-            # an empty text is one padding step, as SegmentedEncoder gives it (a batch of them stays valid)
-            item = {
-                "layers": f.astype(np.float32) if len(f) else np.zeros((1, n_layers, dim), np.float32),
-                "mask": np.ones(len(f), bool) if len(f) else np.zeros(1, bool),
-            }
-            if tokens is not None:
-                item["tokens"] = np.array([t.encode("utf-8") for t in tokens[i]] or [b""], dtype=object)
-            yield (item, labels[example]) if labels is not None else item
+        if bucket_boundaries:  # texts one by one, batched by tf.data's buckets
+            for examples in epoch_batches(*plan):
+                for e in examples:
+                    yield (item(e), labels[e]) if labels is not None else item(e)
+            return
+        for examples in epoch_batches(*plan):
+            yield (batch(examples), labels[examples]) if labels is not None else batch(examples)
 
-    spec = {"layers": tf.TensorSpec([None, n_layers, dim], tf.float32), "mask": tf.TensorSpec([None], tf.bool)}
+    lead = [] if bucket_boundaries else [None]  # one text, or a batch of them
+    spec = {
+        "layers": tf.TensorSpec([*lead, None, n_layers, dim], tf.float32),
+        "mask": tf.TensorSpec([*lead, None], tf.bool),
+    }
     if tokens is not None:
-        spec["tokens"] = tf.TensorSpec([None], tf.string)
+        spec["tokens"] = tf.TensorSpec([*lead, None], tf.string)
     if labels is not None:
-        labels = np.asarray(labels)
-        spec = (spec, tf.TensorSpec(labels.shape[1:], tf.as_dtype(labels.dtype)))
+        spec = (spec, tf.TensorSpec([*lead, *labels.shape[1:]], tf.as_dtype(labels.dtype)))
     ds = tf.data.Dataset.from_generator(generate, output_signature=spec)
-    ds = ds.apply(tf.data.experimental.assert_cardinality(len(rows)))  # so Keras knows the epoch length
     if bucket_boundaries:
+        ds = ds.apply(tf.data.experimental.assert_cardinality(len(rows)))
         ds = ds.bucket_by_sequence_length(
-            lambda item, *_: tf.shape(item["mask"])[0],
-            list(bucket_boundaries),
-            [batch_size] * (len(bucket_boundaries) + 1),
+            lambda x, *_: tf.shape(x["mask"])[0], list(bucket_boundaries), [batch_size] * (len(bucket_boundaries) + 1)
         )
-    else:
-        ds = ds.padded_batch(batch_size)
+    else:  # so Keras knows the epoch length (the same every epoch)
+        ds = ds.apply(
+            tf.data.experimental.assert_cardinality(len(epoch_batches(*plan[:3], np.random.default_rng(0), *plan[4:])))
+        )
     return ds.prefetch(2)
+
+
+class PooledTable:
+    """Pooled document vectors (``embed_file(..., pool=...)``, ``elmo-keras embed --pool``) as a
+    :class:`FeatureTable` of one step per text, for :func:`features_dataset` and a ``features_classifier`` (a mix
+    over the pooled layers): ``[i]`` is float32 `[1, L, D]` (`[1, 1, D]` for ``--layers top|average``).
+
+    Args:
+        embeddings: a pooled :class:`~elmo_keras.corpus.readers.Embeddings` (from :func:`elmo_keras.load_embeddings`).
+
+    Raises:
+        InputError: the embeddings are token vectors, not pooled.
+    """
+
+    def __init__(self, embeddings):
+        if embeddings.pool is None:
+            raise InputError(
+                "these embeddings hold token vectors, not pooled document vectors: embed with --pool mean (or "
+                "pool='mean'), or train on token vectors with features_dataset"
+            )
+        self.embeddings = embeddings
+        self.lengths = np.ones(len(embeddings), dtype=np.int64)
+        first = embeddings[0]
+        self.feature_shape = (first.shape[0], first.shape[1]) if first.ndim == 2 else (1, first.shape[0])
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return self.embeddings[i].reshape((1, *self.feature_shape))
+
+
+def pooled_dataset(
+    embeddings, labels: np.ndarray, batch_size: int = 64, shuffle: bool = False, seed: int | None = None
+) -> tf.data.Dataset:
+    """Batches ``{"layers": float32 [B, 1, L, D], "mask": bool [B, 1]}`` and labels of pooled document vectors,
+    read one text at a time (memory does not grow with the number of texts or their length), shuffled within
+    windows of 4 shards of a ``shards`` output: the scalable path for long documents.
+
+    Train ``models.features_classifier(L, D, num_classes, head="pool", mix=...)`` on it: a mix over the pooled
+    layers, then the output layer.
+
+    Args:
+        embeddings: pooled embeddings from :func:`elmo_keras.load_embeddings` (``--pool``, best ``--layers all``).
+        labels: `[N]` ints, or `[N, K]` label indices / multi-hot rows, one per line.
+        batch_size: texts per batch. Defaults to 64.
+        shuffle: bool, reshuffle every epoch. Defaults to `False`.
+        seed: fixes the shuffled order. Defaults to `None`.
+
+    Returns:
+        A ``tf.data.Dataset``.
+
+    Example:
+
+    ```python
+    import os, tempfile
+    import numpy as np
+    import elmo_keras as ek
+    from elmo_keras.tasks.features import pooled_dataset
+
+    folder = tempfile.mkdtemp()
+    with open(os.path.join(folder, "docs.txt"), "w") as f:
+        f.write("The bank raised its rates .\\nA long walk by the river bank .\\n")
+    embedder = ek.ElmoEmbedder.from_preset("brown-small", dtype="float32")
+    ek.embed_file(embedder, os.path.join(folder, "docs.txt"), os.path.join(folder, "pooled"), fmt="shards",
+                  pool="mean", progress=False)
+    with ek.load_embeddings(os.path.join(folder, "pooled")) as vectors:
+        batch, labels = next(iter(pooled_dataset(vectors, np.array([0, 1]), batch_size=2)))
+        assert batch["layers"].shape == (2, 1, 3, 256)  # [B, 1, L, D]
+    ```
+    """
+    table = PooledTable(embeddings)
+    shard_lines = getattr(embeddings, "manifest", {}).get("shard_lines")
+    return features_dataset(
+        table,
+        labels,
+        batch_size=batch_size,
+        shuffle=shuffle,
+        seed=seed,
+        window=4 * shard_lines if shard_lines else None,
+    )
