@@ -12,7 +12,7 @@ from typing import Protocol
 import numpy as np
 import tensorflow as tf
 
-from elmo_keras.embed import ElmoEmbedder
+from elmo_keras.embed import ElmoEmbedder, token_batches
 from elmo_keras.errors import InputError
 
 
@@ -97,21 +97,10 @@ def epoch_batches(
             block = max(1, window // batch_size)
             cut = [cut[0][first : first + block] for first in range(0, len(cut[0]), block)]
     else:
-        cut = [_token_batches(part, lengths[part], batch_size, batch_tokens) for part in pools]
+        cut = [[part[b] for b in token_batches(lengths[part], batch_size, batch_tokens)] for part in pools]
     if shuffle:
         cut = [[group[b] for b in rng.permutation(len(group))] for group in cut]
     return [batch for group in cut for batch in group]
-
-
-def _token_batches(rows: np.ndarray, lengths: np.ndarray, batch_size: int, batch_tokens: int) -> list[np.ndarray]:
-    """Rows sorted by length -> batches of at most ``batch_size`` rows and ``batch_tokens`` padded tokens."""
-    batches, start = [], 0
-    for end in range(1, len(rows) + 1):
-        size = end - start  # rows[end - 1], the longest so far, sets the padded length
-        if size > 1 and (size > batch_size or size * max(lengths[end - 1], 1) > batch_tokens):
-            batches.append(rows[start : end - 1])
-            start = end - 1
-    return batches + [rows[start:]] if len(rows) else batches
 
 
 class FeatureTable(Protocol):
