@@ -375,6 +375,13 @@ def _train_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--epochs", type=_at_least(1), default=15, help="at most this many epochs")
     parser.add_argument(
+    parser.add_argument(
+        "--label-sampling",
+        type=_at_least(1),
+        metavar="N",
+        help="multi-label: the sampled head (for 100k labels and more), trained on each row's labels plus N labels "
+        "drawn per batch (default: the dense head; see docs/extreme_multilabel.md)",
+    )
         "--patience",
         type=_at_least(1),
         default=3,
@@ -481,6 +488,7 @@ def _run_train(args: argparse.Namespace) -> int:
             verbose=2,
             features_dir=args.features_dir,
             features_memory=args.features_memory,
+            label_sampling=args.label_sampling,
             features_runner=_runner(args, options, weights, "float32", 64),
         )
         save_model(model, args.out, task.class_names)

@@ -163,6 +163,12 @@ def _text_model():
     return ek.models.text_classifier(_static_embedding(), 2, units=4, hidden=4, max_tokens=2)
 
 
+def _sampled_model():
+    x = keras.Input(shape=(6,))
+    scores = ek.tasks.sampled_labels.SampledLabelScores(20, 4, 4, dtype="float32")
+    return ek.tasks.sampled_labels.SampledLabelModel(x, scores(x))
+
+
 def _segmented_encoder():
     tokens = keras.Input(shape=(None,), dtype="string")
     pooled = ek.MaskedPooling()(keras.layers.Dense(3)(_static_embedding()(tokens)))
@@ -223,6 +229,18 @@ CASES: dict[str, Callable | str] = {
     "elmo_keras>ProjectedBiLSTM": lambda ctx: Case(
         lambda: ek.ProjectedBiLSTM(2, 8, 4, cell_clip=3, proj_clip=3, use_skip_connections=True),
         (_random(2, 4, 4), STEP_MASK),
+    ),
+    "elmo_keras>LazyAdam": "not a layer: an optimizer",
+    "elmo_keras>SampledLabelModel": lambda ctx: Case(lambda: _sampled_model(), (_random(2, 6),), mixed_dtype="float32"),
+    "elmo_keras>SampledTextModel": lambda ctx: Case(
+        lambda: ek.models.text_classifier(
+            _static_embedding(), 20, units=4, hidden=4, multi_label=True, label_sampling=4, label_dim=4
+        ),
+        (SENTENCES,),
+        mixed_dtype="float32",
+    ),
+    "elmo_keras>SampledLabelScores": lambda ctx: Case(
+        lambda: ek.tasks.sampled_labels.SampledLabelScores(50, 4, 8), (_random(2, 6),)
     ),
     "elmo_keras>ScalarMix": lambda ctx: Case(
         lambda: ek.ScalarMix(

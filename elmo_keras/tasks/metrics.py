@@ -97,6 +97,8 @@ class MultiLabelBinaryCrossentropy(keras.losses.Loss):
 
     Args:
         num_labels: L.
+        label_reduction: ``"mean"`` (the mean over the L labels, Keras' ``binary_crossentropy``) or ``"sum"``
+            (their sum: what the sampled head estimates, see :mod:`elmo_keras.tasks.sampled_labels`).
         name: the loss's name.
         **kwargs: base ``keras.losses.Loss`` arguments, such as ``reduction``.
 
@@ -112,19 +114,22 @@ class MultiLabelBinaryCrossentropy(keras.losses.Loss):
     ```
     """
 
-    def __init__(self, num_labels: int, name: str = "multi_label_bce", **kwargs):
+    def __init__(self, num_labels: int, label_reduction: str = "mean", name: str = "multi_label_bce", **kwargs):
+        if label_reduction not in ("mean", "sum"):
+            raise InputError(f"label_reduction must be 'mean' or 'sum', got {label_reduction!r}")
         super().__init__(name=name, **kwargs)
-        self.num_labels = num_labels
+        self.num_labels, self.label_reduction = num_labels, label_reduction
 
     def __call__(self, y_true, y_pred, sample_weight=None):
         # Convert before Loss.__call__ casts y_true to float (which would hide integer label indices).
         return super().__call__(to_multi_hot(ops.convert_to_tensor(y_true), self.num_labels), y_pred, sample_weight)
 
     def call(self, y_true, y_pred):
-        return keras.losses.binary_crossentropy(y_true, ops.cast(y_pred, "float32"))
+        mean = keras.losses.binary_crossentropy(y_true, ops.cast(y_pred, "float32"))
+        return mean * self.num_labels if self.label_reduction == "sum" else mean
 
     def get_config(self):
-        return {**super().get_config(), "num_labels": self.num_labels}
+        return {**super().get_config(), "num_labels": self.num_labels, "label_reduction": self.label_reduction}
 
 
 @serializable

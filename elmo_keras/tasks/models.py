@@ -18,7 +18,14 @@ from elmo_keras.layers.segments import SegmentedEncoder
 from elmo_keras.saving import serializable
 from elmo_keras.tasks.embed_once import FEATURES_HEAD, FIT_ARGUMENTS, EmbedOnce, strings
 from elmo_keras.tasks.feature_store import MEMORY_FRACTION
-from elmo_keras.tasks.metrics import MultiLabelBinaryCrossentropy, MultiLabelF1, PrecisionAtK, pad_label_indices
+from elmo_keras.tasks.metrics import (
+    MultiLabelBinaryCrossentropy,
+    MultiLabelF1,
+    NDCGAtK,
+    PrecisionAtK,
+    pad_label_indices,
+)
+from elmo_keras.tasks.sampled_labels import LazyAdam, SampledLabelModel, SampledLabelScores, check_label_sampling
 from elmo_keras.tasks.text_pipeline import LENGTH_MULTIPLE, char_ids_width, is_text, text_dataset, text_to_char_ids
 from elmo_keras.text import as_text, pad_tokens
 
@@ -26,6 +33,7 @@ HEADS = ("bigru", "bilstm_bigru", "pool")
 
 __all__ = [
     "HEADS",
+    "SampledTextModel",
     "TextModel",
     "features_classifier",
     "layer_mixer",
@@ -205,6 +213,25 @@ class TextModel(keras.Model):
         return super().predict(self._text(x), *args, **kwargs)
 
 
+@serializable
+class SampledTextModel(SampledLabelModel, TextModel):
+    """A :class:`TextModel` with the sampled multi-label head (what ``text_classifier(..., label_sampling=S)``
+    returns): it takes texts as a ``TextModel`` does and trains as a
+    :class:`~elmo_keras.tasks.sampled_labels.SampledLabelModel`.
+
+    Example:
+
+    ```python
+    import elmo_keras as ek
+
+    elmo = ek.Elmo.from_preset("brown-small")
+    model = ek.models.text_classifier(elmo, 1000, head="pool", multi_label=True, label_sampling=32, label_dim=16)
+    model.fit(["good film", "bad plot"], ek.models.pad_label_indices([[3, 70], [999]]), epochs=1, verbose=0)
+    assert model.predict(["a good plot"], verbose=0).shape == (1, 1000)
+    ```
+    """
+
+
 def _layer_embedder(embedder: keras.layers.Layer) -> keras.layers.Layer:
     """An embedder of padded tokens [B, T] that returns the list of its layers (or one tensor), each with the Keras
     mask (a HubElmo over its module's "tokens" signature: the same vectors for the same tokens)."""
@@ -248,6 +275,8 @@ def text_classifier(
     word_embedding: keras.layers.Layer | None = None,
     name: str = "text_classifier",
     char_ids: bool | None = None,
+    label_sampling: int | None = None,
+    label_dim: int = 256,
 ) -> keras.Model:
     """A compiled ``keras.Model``: raw strings [B] -> class probabilities [B, num_classes].
 
@@ -281,9 +310,16 @@ def text_classifier(
         char_ids: take char ids int32 `[B, T, max_characters_per_token]` instead of text (an ``ek.Elmo``
             embedder; no ``max_tokens`` or ``word_embedding``, which read text); ``None``: on the TensorFlow
             backend text, on the others char ids.
+        label_sampling: multi-label only: ``None`` for the dense sigmoid head, or S, for the sampled head of
+            :mod:`elmo_keras.tasks.sampled_labels` (for 100k labels and more): a `[L, label_dim]` label table,
+            trained on each row's true labels plus S labels drawn uniformly per batch, with
+            :class:`~elmo_keras.tasks.sampled_labels.LazyAdam`; it still predicts every label's sigmoid score.
+            Labels must be padded label indices. TensorFlow backend only.
+        label_dim: the width of the sampled head's label table (with ``label_sampling``).
 
     Returns:
-        A compiled :class:`TextModel` (over char ids with ``char_ids``; it still takes texts, see there).
+        A compiled :class:`TextModel` (over char ids with ``char_ids``; it still takes texts, see there), a
+        :class:`SampledTextModel` with ``label_sampling``.
 
     Example:
 
@@ -296,13 +332,24 @@ def text_classifier(
     ```
     """
     _check_classifier_args(head, num_classes, multi_label)
+    check_label_sampling(label_sampling, label_dim, multi_label)
     if _takes_char_ids(embedder, char_ids, max_tokens=max_tokens, word_embedding=word_embedding):
         ids = _char_ids_input(embedder)
         layers = _layer_embedder(embedder)(ids)
         stacked = StackLayers(name="stack_layers")(layers)
         pooled = _features_head(len(layers), layers[0].shape[-1], head, mix, mix_weights, units, hidden, None)(stacked)
         return _compiled_classifier(
-            TextModel, ids, pooled, num_classes, multi_label, dropout, learning_rate, top_k, name
+            TextModel,
+            ids,
+            pooled,
+            num_classes,
+            multi_label,
+            dropout,
+            learning_rate,
+            top_k,
+            name,
+            label_sampling,
+            label_dim,
         )
     tokens = keras.Input(shape=(None,), dtype="string", name="tokens")
     layers = _layer_embedder(embedder)(tokens)
@@ -318,7 +365,9 @@ def text_classifier(
 
     text = keras.Input(shape=(), dtype="string", name="text")
     doc = SegmentedEncoder(encoder, max_tokens=max_tokens, name="document")(text)
-    return _compiled_classifier(TextModel, text, doc, num_classes, multi_label, dropout, learning_rate, top_k, name)
+    return _compiled_classifier(
+        TextModel, text, doc, num_classes, multi_label, dropout, learning_rate, top_k, name, label_sampling, label_dim
+    )
 
 
 def _takes_char_ids(embedder: keras.layers.Layer, char_ids: bool | None, **text_only) -> bool:
@@ -364,20 +413,35 @@ def _compiled_classifier(
     learning_rate: float,
     top_k: int,
     name: str,
+    label_sampling: int | None = None,
+    label_dim: int = 256,
 ) -> keras.Model:
-    """Pooled document vectors -> dropout -> Dense scores, compiled with the loss/metrics of the task."""
+    """Pooled document vectors -> dropout -> scores, compiled with the loss/metrics of the task (multi-label:
+    micro/macro F1, P@top_k and nDCG@top_k). The scores are a Dense layer, or with ``label_sampling`` a
+    :class:`SampledLabelScores` in a model of the sampled class (``model_class`` ``TextModel`` or ``keras.Model``
+    -> :class:`SampledTextModel` or :class:`SampledLabelModel`), with :class:`LazyAdam` and a loss summed over the
+    labels (the sampled loss estimates that sum); not XLA-compiled (``LazyAdam``'s ``tf.unique`` has a dynamic
+    shape)."""
     doc = keras.layers.Dropout(dropout, name="dropout")(doc)
-    activation = "sigmoid" if multi_label else "softmax"
-    outputs = keras.layers.Dense(num_classes, activation=activation, dtype="float32", name="scores")(doc)
+    if label_sampling is not None:
+        outputs = SampledLabelScores(num_classes, label_sampling, label_dim, dtype="float32", name="scores")(doc)
+        model_class = {TextModel: SampledTextModel, keras.Model: SampledLabelModel}[model_class]
+        optimizer, reduction, jit = LazyAdam(learning_rate), "sum", False
+    else:
+        activation = "sigmoid" if multi_label else "softmax"
+        outputs = keras.layers.Dense(num_classes, activation=activation, dtype="float32", name="scores")(doc)
+        optimizer, reduction, jit = keras.optimizers.Adam(learning_rate), "mean", "auto"
     model = model_class(inputs, outputs, name=name)
     if multi_label:
         model.compile(
-            keras.optimizers.Adam(learning_rate),
-            loss=MultiLabelBinaryCrossentropy(num_classes),
+            optimizer,
+            loss=MultiLabelBinaryCrossentropy(num_classes, reduction),
+            jit_compile=jit,
             metrics=[
                 MultiLabelF1(num_classes, "micro"),
                 MultiLabelF1(num_classes, "macro"),
                 PrecisionAtK(num_classes, k=top_k),
+                NDCGAtK(num_classes, k=top_k),
             ],
         )
     else:
@@ -402,6 +466,8 @@ def features_classifier(
     top_k: int = 5,
     word_embedding: keras.layers.Layer | None = None,
     name: str = "features_classifier",
+    label_sampling: int | None = None,
+    label_dim: int = 256,
 ) -> keras.Model:
     """Like :func:`text_classifier`, but over precomputed biLM layers instead of raw strings.
 
@@ -428,15 +494,30 @@ def features_classifier(
         top_k: the k of precision@k (multi-label).
         word_embedding: a layer over ``"tokens"`` (see :func:`text_classifier`), or ``None``.
         name: the model's name.
+        label_sampling: ``None`` (the dense head) or the negatives per batch of the sampled multi-label head (see
+            :func:`text_classifier`).
+        label_dim: the width of the sampled head's label table (with ``label_sampling``).
 
     Returns:
-        A compiled ``keras.Model``.
+        A compiled ``keras.Model`` (a :class:`~elmo_keras.tasks.sampled_labels.SampledLabelModel` with
+        ``label_sampling``).
     """
     _check_classifier_args(head, num_classes, multi_label)
+    check_label_sampling(label_sampling, label_dim, multi_label)
     features_head = _features_head(num_layers, dim, head, mix, mix_weights, units, hidden, word_embedding)
     inputs = _inputs_like(features_head)
     return _compiled_classifier(
-        keras.Model, inputs, features_head(inputs), num_classes, multi_label, dropout, learning_rate, top_k, name
+        keras.Model,
+        inputs,
+        features_head(inputs),
+        num_classes,
+        multi_label,
+        dropout,
+        learning_rate,
+        top_k,
+        name,
+        label_sampling,
+        label_dim,
     )
 
 

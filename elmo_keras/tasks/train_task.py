@@ -231,6 +231,7 @@ def train_model(
     label counts, saved with the model, where ``elmo-keras evaluate`` finds its propensities).
     Over the frozen biLM each text is embedded once (``TextModel.fit``).
 
+    label_sampling: int | None = None,
     Args:
         task: from :func:`load_task`.
         options_file: the biLM's options file.
@@ -258,6 +259,8 @@ def train_model(
     layers = elmo.bilm.num_layers + 1
     if mix_weights is not None and len(mix_weights) != layers:
         raise InputError(
+        label_sampling: the sampled multi-label head's negatives per batch, or `None` for the dense head (see
+            :func:`elmo_keras.tasks.models.text_classifier`).
             f"{len(mix_weights)} mix weights for a biLM with {layers} layers (the token layer and "
             f"{layers - 1} contextual ones): give one weight per layer"
         )
@@ -283,6 +286,7 @@ def train_model(
         psp = PSPAtK(len(task.class_names), counts, len(labels), k=5)
         model.compile(**{**compiled, "metrics": [*compiled["metrics"], psp]})
     callbacks = []
+        label_sampling=label_sampling,
     if validation_split:  # a random held-out part (Keras would take the last rows, which may be one class)
         order = np.random.permutation(len(texts))
         texts, labels = texts[order], labels[order]
