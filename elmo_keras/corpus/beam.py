@@ -95,7 +95,7 @@ class _EmbedShard(_WithEmbedder):
 
     def process(self, shard: int) -> Iterator[int]:
         with open(self.scan.path, "rb") as stream:
-            arrays = embed_shard(self.embedder, self.scan, stream, shard, self.layers, self.pool)
+            arrays = embed_shard(self.embedder, self.scan, stream, shard, self.layers, self.pool, self.storage_dtype)
         layout.commit_shard_file(
             self.folder, shard, arrays, self.scan.shard_lines, self.storage_dtype, pooled=self.pool is not None
         )

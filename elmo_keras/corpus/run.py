@@ -290,6 +290,7 @@ def embed_shard(
     shard: int,
     layers: str,
     pool: Sequence[str] | None = None,
+    storage_dtype: str = "float32",
 ) -> list[np.ndarray]:
     """Embed the lines of ``shard`` (read from ``stream``; the embedder's length sorting spans the shard) -> one
     array per line, reduced per ``layers`` (and pooled over its tokens with ``pool``).
@@ -301,14 +302,20 @@ def embed_shard(
         shard: int, the 0-based shard number.
         layers: "all", "top" or "average".
         pool: `None`, or the pooling modes (a run manifest's ``pool``). Defaults to `None`.
+        storage_dtype: "float32" or "float16": each line is converted as soon as it is computed (a float16 run
+            holds half the bytes while the shard is written). Defaults to "float32".
 
     Returns:
-        One float array per line: [L, T, D] for "all", else [T, D]; with ``pool`` [L, k * D] or [k * D].
+        One ``storage_dtype`` array per line: [L, T, D] for "all", else [T, D]; with ``pool`` [L, k * D] or
+        [k * D].
     """
     first, count = scan.shard_range(shard)
     stream.seek(scan.shard_starts[shard])
     token_lists = [tokenize(line) for line in read_lines(stream, scan.path, first, count)]
-    return [layout.reduce_line(array, layers, pool) for array in embedder.embed_sentences(token_lists)]
+    return [
+        layout.reduce_line(array, layers, pool).astype(storage_dtype, copy=False)
+        for array in embedder.embed_sentences(token_lists)
+    ]
 
 
 class _StopRequest:
@@ -363,7 +370,9 @@ def local_runner(embedder: Embedder, progress: bool = True) -> Runner:
         ):
             pending: concurrent.futures.Future | None = None
             for shard in shards:
-                arrays = embed_shard(embedder, scan, stream, shard, manifest["layers"], manifest.get("pool"))
+                arrays = embed_shard(
+                    embedder, scan, stream, shard, manifest["layers"], manifest.get("pool"), manifest["storage_dtype"]
+                )
                 if pending is not None:  # bounds memory: one shard is written while the next is computed
                     pending.result()
                 pending = writer.submit(commit, shard, arrays)  # only the writer holds the arrays from here

@@ -2,8 +2,10 @@
 
 A ``text_classifier`` over ``Elmo`` is: tokens -> Elmo layers -> ``StackLayers`` -> ``features_head`` (mixer,
 optional word embedding, sequence head, pooling) -> dropout -> scores. With the biLM frozen, everything before
-the features head is a fixed function of the text, so ``fit`` computes it once per text (``ElmoEmbedder``,
-float16 in memory) and trains a model made of the *same* features head, dropout and scores layers on it. When
+the features head is a fixed function of the text, so ``fit`` computes it once per distinct text
+(``ElmoEmbedder``, float16, in memory or in a feature store on disk: :mod:`elmo_keras.tasks.feature_store`) and
+trains a model made of the *same* features head, dropout and scores layers on it. Both places get the texts in
+store order, 1,024 at a time (the embedder's sorting chunk is a store's shard), so they hold the same values. When
 ``fit`` returns, the raw-string model holds the trained weights (nothing is copied).
 """
 
@@ -26,6 +28,7 @@ from elmo_keras.tasks.feature_store import (
     BATCH_TOKENS,
     MEMORY_FRACTION,
     READ_WINDOW,
+    SHARD_LINES,
     STORAGE_DTYPE,
     FitTexts,
     StoredFeatures,
@@ -99,7 +102,9 @@ class EmbedOnce:
         features_model = model_class(inputs, outputs, name=f"{model.name}_features")
         compiled = keras.saving.deserialize_keras_object(model.get_compile_config())
         features_model.compile(**{**compiled, "optimizer": model.optimizer})  # one optimizer state for both
-        return cls(elmos[0], features_model, ElmoEmbedder(bilm=elmos[0].bilm, max_cache_size=100_000))
+        return cls(
+            elmos[0], features_model, ElmoEmbedder(bilm=elmos[0].bilm, max_cache_size=100_000, chunk_size=SHARD_LINES)
+        )
 
     @property
     def takes_tokens(self) -> bool:
@@ -222,6 +227,8 @@ class EmbedOnce:
             cut = int(len(texts) * (1.0 - validation_split))
             validation_data = (texts[cut:], labels[cut:])
             texts, labels = texts[:cut], labels[:cut]
+        if not len(texts):
+            raise InputError("fit got no training texts (after validation_split): give at least one")
         held_out = [] if validation_data is None else list(validation_data[0])
         fit_texts = FitTexts.of(list(texts) + held_out)
         table = self.features(fit_texts, features_dir, features_memory, features_runner, verbose)

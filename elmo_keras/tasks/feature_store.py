@@ -20,6 +20,7 @@ nearby lines (see :func:`~elmo_keras.tasks.features.epoch_batches`) mixes classe
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import hashlib
 import json
 import os
@@ -27,11 +28,12 @@ import shutil
 import time
 from collections.abc import Sequence
 
+import h5py
 import numpy as np
 
 from elmo_keras.corpus import layout
 from elmo_keras.corpus.readers import ShardedEmbeddings
-from elmo_keras.corpus.run import Runner, embed_file, model_identity, partial_path
+from elmo_keras.corpus.run import LOCK, Runner, embed_file, model_identity, partial_path
 from elmo_keras.embed import ElmoEmbedder
 from elmo_keras.errors import InputError
 from elmo_keras.io.download import cache_dir
@@ -190,7 +192,10 @@ def _check_finished(path: str, expected: dict, lengths: np.ndarray) -> None:
         differs = sorted(k for k in expected if found.get(k) != expected.get(k))
         raise _damaged(path, f"{IDENTITY} differs in {', '.join(differs) or 'extra fields'}")
     folder = os.path.join(path, LAYERS)
-    manifest = layout.read_manifest(folder)
+    try:
+        manifest = layout.read_manifest(folder)
+    except (OSError, ValueError) as err:
+        raise _damaged(path, f"its layers' manifest cannot be read: {err}") from None
     if (
         manifest.get("input", {}).get("sha256") != expected["texts_sha256"]
         or manifest.get("model") != expected["model"]
@@ -207,8 +212,6 @@ def _check_finished(path: str, expected: dict, lengths: np.ndarray) -> None:
         want = lengths[first : first + SHARD_LINES]
         name = os.path.join(folder, layout.shard_name(shard))
         try:
-            import h5py
-
             with h5py.File(name, "r") as f:
                 offsets = f["offsets"][()]
                 stored = f["values"].shape[1]
@@ -259,6 +262,7 @@ def open_store(
             with atomic_file(texts_path) as tmp, open(tmp, "wb") as f:
                 f.write(data)
         write_json(os.path.join(path, IDENTITY), expected)
+        _check_partial(path, expected)
         before = _committed_lines(layers, len(texts.tokens))
         embed_file(
             embedder,
@@ -277,6 +281,22 @@ def open_store(
         os.utime(os.path.join(path, IDENTITY))  # "last used", for `elmo-keras features`
     _check_finished(path, expected, texts.lengths)
     return StoredFeatures(path, texts.lengths), embedded
+
+
+def _check_partial(path: str, expected: dict) -> None:
+    """Refuse an interrupted embedding in ``path`` that was not embedding these texts with this model."""
+    folder = partial_path(os.path.join(path, LAYERS))
+    if not os.path.isfile(os.path.join(folder, layout.MANIFEST)):
+        return
+    try:
+        manifest = layout.read_manifest(folder)
+    except (OSError, ValueError) as err:
+        raise _damaged(path, f"the interrupted embedding's manifest cannot be read: {err}") from None
+    if (
+        manifest.get("input", {}).get("sha256") != expected["texts_sha256"]
+        or manifest.get("model") != expected["model"]
+    ):
+        raise _damaged(path, "its interrupted embedding was of other texts or another model")
 
 
 def _committed_lines(layers: str, lines: int) -> int:
@@ -350,10 +370,8 @@ def remove_store(path: str | os.PathLike) -> int:
     path = os.fspath(path)
     if not os.path.isfile(os.path.join(path, IDENTITY)):
         raise InputError(f"{path} is not a feature store (no {IDENTITY}); nothing removed")
-    lock = os.path.join(partial_path(os.path.join(path, LAYERS)), ".lock")
+    lock = os.path.join(partial_path(os.path.join(path, LAYERS)), LOCK)
     if os.path.exists(lock):
-        import fcntl
-
         with open(lock) as f:
             try:
                 fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
