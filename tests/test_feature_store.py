@@ -224,3 +224,17 @@ def test_train_killed_while_embedding_resumes_with_the_same_accuracy(tmp_path):
     assert "1 feature store(s)" in listed.stdout and "finished" in listed.stdout, listed.stdout
     removed = run_cli("features", "--dir", "killed", "--remove-all", cwd=tmp_path)
     assert "removed 1 feature store(s)" in removed.stdout and list_stores(tmp_path / "killed") == []
+
+
+def test_train_embeds_its_store_on_beam_and_the_local_runner_reuses_it(tmp_path, fixture_files):
+    """`train --runner beam --features-dir` writes the store through a Beam pipeline; a local `train` on the
+    same data reads it (the same identity: the same model files, texts and settings)."""
+    texts, labels = _texts(60)
+    with open(tmp_path / "reviews.csv", "w", newline="") as f:
+        csv.writer(f).writerows([("text", "label"), *((t, ["neg", "pos"][y]) for t, y in zip(texts, labels))])
+    train = ["train", "--data", "reviews.csv", "--options", fixture_files[0], "--weights", fixture_files[1]]
+    train += ["--epochs", "1", "--units", "4", "--words", "0", "--head", "pool", "--features-dir", "features"]
+    beam = run_cli(*train, "--out", "beam.keras", "--runner", "beam", "--num-workers", "1", cwd=tmp_path)
+    assert beam.returncode == 0 and " texts embedded now, 0 reused)" in beam.stdout, beam.stderr[-3000:]
+    local = run_cli(*train, "--out", "local.keras", "--mix", "mlp", cwd=tmp_path)
+    assert local.returncode == 0 and "(0 texts embedded now, " in local.stdout, local.stderr[-3000:]
