@@ -74,6 +74,8 @@ def save_model(model: keras.Model, path: str | os.PathLike, label_names: Sequenc
     given, path = os.fspath(path), os.path.realpath(path)  # through a link: its target is replaced, the link stays
     if not given.endswith(".keras"):
         raise InputError(f"{given}: a model file name must end in .keras, e.g. model.keras")
+    if label_names is not None:  # checked before anything is written
+        label_names = check_labels([str(name) for name in label_names], "label_names")
     folder, name = os.path.split(path)
     staging = tempfile.mkdtemp(prefix=f".{name}.", suffix=TMP_SUFFIX, dir=folder)  # Keras wants a .keras name
     try:
@@ -88,15 +90,67 @@ def save_model(model: keras.Model, path: str | os.PathLike, label_names: Sequenc
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     if label_names is not None:
-        write_json(labels_path(path), [str(name) for name in label_names])
+        write_json(labels_path(path), label_names)
     return given
 
 
-def read_labels(model_path: str | os.PathLike) -> list[str] | None:
-    """The labels file of the model at ``model_path`` (see :func:`save_model`), or ``None`` when there is none.
+def check_labels(names: object, source: str, outputs: int | None = None) -> list[str]:
+    """Class or tag names as a model's outputs need them: a list of strings, each name once, one per output.
+
+    Args:
+        names: the names, e.g. a parsed labels file.
+        source: what errors name: the labels file, or the argument the names came from.
+        outputs: how many outputs the model has, or ``None`` to leave the count unchecked.
+
+    Returns:
+        ``names`` as a list.
+
+    Raises:
+        InputError: one line naming ``source`` and what is wrong: not a list, a name that is not a string, a name
+            given twice (both positions), or a count that differs from ``outputs``.
+
+    Example:
+
+    ```python
+    from elmo_keras.errors import InputError
+    from elmo_keras.saving import check_labels
+
+    assert check_labels(["neg", "pos"], "labels", outputs=2) == ["neg", "pos"]
+    try:
+        check_labels(["a", "a", "b"], "m.keras.labels.json")
+    except InputError as err:
+        assert "'a'" in str(err) and "0 and 1" in str(err)
+    ```
+    """
+    if not isinstance(names, list):
+        raise InputError(f"{source} must hold a JSON list of strings (the class names in output order)")
+    first: dict[str, int] = {}
+    for i, name in enumerate(names):
+        if not isinstance(name, str):
+            raise InputError(
+                f"{source}: label {i} is {name!r:.40} ({type(name).__name__}), not a string; give the class names "
+                "in output order as strings"
+            )
+        if name in first:
+            raise InputError(
+                f"{source}: the label {name!r} names outputs {first[name]} and {i}; each output needs its own "
+                "name (a repeated one would make predict and evaluate report two classes as one): fix the names"
+            )
+        first[name] = i
+    if outputs is not None and len(names) != outputs:
+        raise InputError(
+            f"{source} has {len(names)} label(s), but the model has {outputs} outputs: give one label per output"
+        )
+    return names
+
+
+def read_labels(model_path: str | os.PathLike, outputs: int | None = None) -> list[str] | None:
+    """The labels file of the model at ``model_path`` (see :func:`save_model`), or ``None`` when there is none;
+    checked with :func:`check_labels` (strings, each once, ``outputs`` of them).
 
     Args:
         model_path: the ``.keras`` file.
+        outputs: how many outputs the model has, or ``None`` to leave the count unchecked.
 
     Returns:
         The class or tag names, or ``None``.
@@ -109,9 +163,7 @@ def read_labels(model_path: str | os.PathLike) -> list[str] | None:
             names = json.load(f)
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise InputError(f"{path} is not valid JSON ({err}); fix it, delete it or pass the labels") from None
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise InputError(f"{path} must hold a JSON list of strings (the class names in output order)")
-    return names
+    return check_labels(names, path, outputs)
 
 
 def load_model(path: str | os.PathLike) -> keras.Model:
