@@ -23,9 +23,9 @@ import scipy.sparse
 from sklearn.metrics import accuracy_score, classification_report, f1_score, top_k_accuracy_score
 
 from elmo_keras.corpus.lines import read_lines, scan_input
-from elmo_keras.corpus.run import check_paths
+from elmo_keras.corpus.run import _StopRequest, check_paths
 from elmo_keras.errors import InputError
-from elmo_keras.saving import labels_path, load_model, read_labels
+from elmo_keras.saving import check_labels, labels_path, load_model, read_labels
 from elmo_keras.tasks.metrics import (
     MultiLabelF1,
     PSPAtK,
@@ -36,7 +36,7 @@ from elmo_keras.tasks.metrics import (
 )
 from elmo_keras.tasks.train_task import _read_csv, label_lists, read_csv_rows
 from elmo_keras.text import tokenize
-from elmo_keras.utils.files import atomic_file, write_json
+from elmo_keras.utils.files import atomic_file, exclusive_lock, remove_stale_temporaries, write_json
 
 log = logging.getLogger(__name__)
 
@@ -51,19 +51,27 @@ _CHUNK_BATCHES = 32
 _SCORE_VALUES = 1 << 24
 #: with more labels than this, the multi-label report lists only the labels that are true or predicted in the file
 _REPORT_LABELS = 1000
+#: the last activations whose outputs are probabilities: single-label, multi-label
+_PROBABILITIES = ("softmax", "sigmoid")
 
 
 def load_classifier(
-    model: str | os.PathLike | keras.Model, labels: Sequence[str] | None = None
+    model: str | os.PathLike | keras.Model, labels: Sequence[str] | None = None, raw_scores: bool = False
 ) -> tuple[keras.Model, list[str], bool]:
     """A text classifier and its label names: the model (loaded when given a path), the names (``labels``, else
-    the model's labels file, else the output indices with a warning) and whether it is multi-label (sigmoid
-    scores).
+    the model's labels file, else the output indices with a warning; checked by
+    :func:`~elmo_keras.saving.check_labels`: strings, each once, one per output) and whether it is multi-label
+    (sigmoid scores).
+
+    The scores must be probabilities: the last layer's activation is softmax (single-label) or sigmoid
+    (multi-label). A model whose outputs are anything else (e.g. logits) is refused unless ``raw_scores``, which
+    takes its outputs as they are, as single-label scores (ranked, never thresholded).
 
     Args:
         model: a ``.keras`` file (from ``elmo-keras train`` or ``save_model``) or a ``keras.Model`` over raw
             strings ``[batch]`` with scores ``[batch, classes]``.
         labels: the class names in output order, or ``None`` for the labels file beside ``model``.
+        raw_scores: take a model whose outputs are not probabilities (refused for one whose outputs are).
 
     Returns:
         A tuple ``(model, label names, multi_label)``.
@@ -84,8 +92,6 @@ def load_classifier(
     if not isinstance(model, keras.Model):
         where = os.fspath(model)
         model = load_model(where)
-        if labels is None:
-            labels = read_labels(where)
     name = where or model.name
     inputs = keras.tree.flatten(getattr(model, "inputs", None) or [])
     outputs = keras.tree.flatten(getattr(model, "outputs", None) or [])
@@ -101,15 +107,36 @@ def load_classifier(
             "evaluate take models from elmo-keras train or ek.models.text_classifier"
         )
     count = outputs[0].shape[-1]
+    if labels is not None:
+        labels = check_labels([str(label) for label in labels], f"the labels given for {name}", count)
+    elif where is not None:
+        labels = read_labels(where, count)
     if labels is None:
         source = f" ({labels_path(where)} not found)" if where else ""
         log.warning("%s has no labels file%s: the labels are the output indices 0..%d", name, source, count - 1)
         labels = [str(i) for i in range(count)]
-    labels = [str(label) for label in labels]
-    if len(labels) != count:
-        raise InputError(f"{len(labels)} labels for {name}, which has {count} outputs: give one label per output")
-    activation = getattr(getattr(model.layers[-1], "activation", None), "__name__", "")
+    activation = _output_activation(model)
+    if raw_scores and activation in _PROBABILITIES:
+        raise InputError(
+            f"--raw-scores: the outputs of {name} are already probabilities ({activation}); --raw-scores is for a "
+            "model whose last layer gives raw scores (e.g. logits): drop it"
+        )
+    if not raw_scores and activation not in _PROBABILITIES:
+        raise InputError(
+            f"the last layer of {name} ({model.layers[-1].name}, activation {activation or 'none'}) does not give "
+            "probabilities (softmax or sigmoid), which predict and evaluate report as scores; pass --raw-scores "
+            "(raw_scores=True) to use its outputs as they are, or end the model with a softmax or sigmoid"
+        )
     return model, labels, activation == "sigmoid"
+
+
+def _output_activation(model: keras.Model) -> str:
+    """The name of the activation of the model's last layer (``activation=`` of a Dense or Activation layer, or a
+    Softmax layer), or ``""`` when it has none."""
+    last = model.layers[-1]
+    if isinstance(last, keras.layers.Softmax):
+        return "softmax"
+    return getattr(getattr(last, "activation", None), "__name__", "")
 
 
 def _check_settings(top_k: int, batch_size: int, threshold: float) -> None:
@@ -163,11 +190,30 @@ def _chunks(texts: Iterator[str], size: int) -> Iterator[list[str]]:
         yield chunk
 
 
-def _scores(model: keras.Model, texts: Sequence[str], batch_size: int) -> np.ndarray:
+class _StopAtBatch(keras.callbacks.Callback):
+    """Ends ``model.predict`` with KeyboardInterrupt at the end of the batch in hand once SIGINT or SIGTERM asked
+    to stop (:class:`~elmo_keras.corpus.run._StopRequest`): between batches, never inside TensorFlow's work."""
+
+    def __init__(self, stop: _StopRequest):
+        super().__init__()
+        self.stop = stop
+
+    def on_predict_batch_end(self, batch, logs=None):
+        if self.stop.requested:
+            raise KeyboardInterrupt
+
+
+def _scores(model: keras.Model, texts: Sequence[str], batch_size: int, stop: _StopRequest) -> np.ndarray:
     """The model's scores ``[len(texts), classes]`` in input order; batches are formed over the texts sorted by
-    their number of tokens (less padding), finite scores checked."""
+    their number of tokens (less padding), finite scores checked; KeyboardInterrupt after the batch in hand once
+    ``stop`` is requested."""
     order = np.argsort([len(tokenize(t)) for t in texts], kind="stable")
-    sorted_scores = model.predict(np.array([texts[i] for i in order], dtype=object), batch_size=batch_size, verbose=0)
+    sorted_scores = model.predict(
+        np.array([texts[i] for i in order], dtype=object),
+        batch_size=batch_size,
+        verbose=0,
+        callbacks=[_StopAtBatch(stop)],
+    )
     scores = np.empty_like(sorted_scores)
     scores[order] = sorted_scores
     bad = np.flatnonzero(~np.isfinite(scores).all(axis=-1))
@@ -221,6 +267,7 @@ def predict_file(
     threshold: float = 0.5,
     labels: Sequence[str] | None = None,
     progress: bool = False,
+    raw_scores: bool = False,
 ) -> dict:
     """Label every row of a text or CSV file with a classifier and write one output row per input row, in order.
 
@@ -230,8 +277,15 @@ def predict_file(
     row has ``row`` (0-based), ``text``, ``empty`` (the text has no tokens: its scores are the model's for an
     empty text), ``label`` and ``score`` (the highest score), ``top_k`` (the ``top_k`` best labels with their
     scores; CSV: ``label_1``, ``score_1``, ...), and for a multi-label model ``labels``, every label whose score
-    is at least ``threshold``, best first (CSV: ``labels`` and ``label_scores``, joined by ``|``). The file is
-    written under a temporary name and renamed when complete, after the row count is checked.
+    is at least ``threshold``, best first (CSV: ``labels`` and ``label_scores``, joined by ``|``). The scores are
+    the model's probabilities (its last activation must be softmax or sigmoid); with ``raw_scores`` they are its
+    outputs as they are (e.g. logits), ranked as a single-label model's, with no ``labels``.
+
+    The file is written under a temporary name and renamed when complete, after the row count is checked. A run
+    holds a lock on ``.OUT.lock`` beside ``out_path`` (a second run on the same output is refused) and first
+    deletes the temporary files that a killed run on the same output left. SIGINT or SIGTERM stops the run at the
+    end of the batch in hand (a second one at once): KeyboardInterrupt, with the temporary file deleted and
+    ``out_path`` as it was.
 
     Args:
         model: a ``.keras`` file or a ``keras.Model`` (see :func:`load_classifier`).
@@ -244,6 +298,8 @@ def predict_file(
         threshold: the score from which a multi-label model's label counts as predicted.
         labels: the class names in output order, or ``None`` for the model's labels file.
         progress: show a progress bar (rows labelled).
+        raw_scores: write the outputs of a model whose last layer gives no probabilities (see
+            :func:`load_classifier`).
 
     Returns:
         A dict: ``rows`` (the number written), ``empty`` (rows without tokens), ``out`` (``out_path``).
@@ -276,34 +332,54 @@ def predict_file(
         raise InputError(f"--out {out_path} is a folder; give a file name ending in {fmt}")
     keep = {} if isinstance(model, keras.Model) else {"model": os.fspath(model), "labels": labels_path(model)}
     check_paths(input_path, out_path, "file", overwrite, keep=keep)
-    count, texts = _text_rows(input_path, text_column)
-    model, names, multi_label = load_classifier(model, labels)
-    top_k = min(top_k, len(names))
-    if fmt == ".csv" and multi_label and any("|" in name for name in names):
-        raise InputError(
-            f"a label name holds '|', which separates the labels of a CSV cell; write {out_path} as .jsonl"
-        )
-    written = empty = 0
-    bar = keras.utils.Progbar(count, unit_name="row") if progress else None
-    with atomic_file(out_path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as f:
-        if fmt == ".csv":
-            columns = ["row", "text", "empty", "label", "score", *(["labels", "label_scores"] if multi_label else [])]
-            columns += [f"{kind}_{rank}" for rank in range(1, top_k + 1) for kind in ("label", "score")]
-            writer = csv.DictWriter(f, columns)
-            writer.writeheader()
-        for chunk in _chunks(texts, batch_size * _CHUNK_BATCHES):
-            for row in _rows(written, chunk, _scores(model, chunk, batch_size), names, top_k, multi_label, threshold):
-                if fmt == ".csv":
-                    writer.writerow(_csv_record(row, multi_label))
-                else:
-                    f.write(json.dumps(row, ensure_ascii=False).translate(_LINE_BREAKS) + "\n")
-                empty += row["empty"]
-            written += len(chunk)
-            if bar is not None:
-                bar.update(written)
-        if written != count:
-            raise InputError(f"{input_path}: read {written} rows, counted {count}; the file changed while it was read")
-    return {"rows": written, "empty": empty, "out": out_path}
+    folder, out_name = os.path.split(os.path.abspath(out_path))
+    with (
+        _StopRequest().installed() as stop,
+        exclusive_lock(folder, f"predict --out {out_path}", name=f".{out_name}.lock"),
+    ):
+        remove_stale_temporaries(
+            folder, of=out_name
+        )  # a killed run's: no live run writes them, this one holds the lock
+        count, texts = _text_rows(input_path, text_column)
+        model, names, multi_label = load_classifier(model, labels, raw_scores)
+        top_k = min(top_k, len(names))
+        if fmt == ".csv" and multi_label and any("|" in name for name in names):
+            raise InputError(
+                f"a label name holds '|', which separates the labels of a CSV cell; write {out_path} as .jsonl"
+            )
+        written = empty = 0
+        bar = keras.utils.Progbar(count, unit_name="row") if progress else None
+        with atomic_file(out_path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as f:
+            if fmt == ".csv":
+                columns = [
+                    "row",
+                    "text",
+                    "empty",
+                    "label",
+                    "score",
+                    *(["labels", "label_scores"] if multi_label else []),
+                ]
+                columns += [f"{kind}_{rank}" for rank in range(1, top_k + 1) for kind in ("label", "score")]
+                writer = csv.DictWriter(f, columns)
+                writer.writeheader()
+            for chunk in _chunks(texts, batch_size * _CHUNK_BATCHES):
+                scores = _scores(model, chunk, batch_size, stop)
+                for row in _rows(written, chunk, scores, names, top_k, multi_label, threshold):
+                    if fmt == ".csv":
+                        writer.writerow(_csv_record(row, multi_label))
+                    else:
+                        f.write(json.dumps(row, ensure_ascii=False).translate(_LINE_BREAKS) + "\n")
+                    empty += row["empty"]
+                written += len(chunk)
+                if bar is not None:
+                    bar.update(written)
+            if written != count:
+                raise InputError(
+                    f"{input_path}: read {written} rows, counted {count}; the file changed while it was read"
+                )
+            if stop.requested:  # asked after the last batch: the output is not published either
+                raise KeyboardInterrupt
+    return {"rows": written, "empty": empty, "out": out_path, "raw_scores": raw_scores}
 
 
 def _multi_label_scores(
@@ -314,6 +390,7 @@ def _multi_label_scores(
     batch_size: int,
     threshold: float,
     result: dict,
+    stop: _StopRequest,
 ) -> tuple[scipy.sparse.csr_matrix, scipy.sparse.csr_matrix]:
     """Score a multi-label model block by block (at most ``_SCORE_VALUES`` scores, or one batch, in memory) into
     ``result``: micro/macro F1, then P@K, nDCG@K and PSP@K for K in 1, 3, 5 and ``top_k``, ``propensities`` (where
@@ -325,7 +402,7 @@ def _multi_label_scores(
     step = max(batch_size, min(batch_size * _CHUNK_BATCHES, _SCORE_VALUES // num_labels))
     ranked, predicted = [], []
     for start in range(0, len(texts), step):
-        scores = _scores(model, texts[start : start + step], batch_size)
+        scores = _scores(model, texts[start : start + step], batch_size, stop)
         for metric in f1:
             metric.update_state(truth[start : start + step], scores)
         ranked.append(top_k_labels(scores, max(ks)))
@@ -365,6 +442,7 @@ def evaluate_file(
     threshold: float = 0.5,
     overwrite: bool = False,
     labels: Sequence[str] | None = None,
+    raw_scores: bool = False,
 ) -> dict:
     """Score a classifier on a labelled CSV (read as ``elmo-keras train`` reads ``--test``).
 
@@ -379,7 +457,14 @@ def evaluate_file(
     ``classification_report`` (as text in ``report``, as a dict in ``classification_report``); for a model with
     more than 1,000 labels it lists only the labels that are true or predicted in ``data`` (the others have no
     support and no predictions).
-    A label in the CSV that the model does not know is an :class:`InputError` naming it (and its rows' count).
+    A label in the CSV that the model does not know is an :class:`InputError` naming it (and its rows' count), and
+    so is a cell without labels (empty, or separators only when multi-label).
+
+    ``raw_scores`` evaluates a model whose last layer gives no probabilities (e.g. logits, see
+    :func:`load_classifier`) as a single-label classifier: accuracy, macro-F1 and top-k accuracy depend only on
+    the ranking of the scores, which logits and their softmax share; a threshold has no meaning on them, so there
+    is no multi-label evaluation of raw scores. SIGINT or SIGTERM stops at the end of the batch in hand
+    (KeyboardInterrupt; no JSON file is written).
 
     Args:
         model: a ``.keras`` file or a ``keras.Model`` (see :func:`load_classifier`).
@@ -393,10 +478,11 @@ def evaluate_file(
         threshold: the score from which a multi-label model's label counts as predicted.
         overwrite: replace an existing ``json_path``.
         labels: the class names in output order, or ``None`` for the model's labels file.
+        raw_scores: score a model whose outputs are not probabilities, as single-label (see above).
 
     Returns:
         A dict of the scores, ``rows``, ``empty`` (texts without tokens), ``labels``, ``multi_label``,
-        ``report`` and ``classification_report`` (what the JSON file holds, ``report`` aside).
+        ``raw_scores``, ``report`` and ``classification_report`` (what the JSON file holds, ``report`` aside).
 
     Example:
 
@@ -422,39 +508,42 @@ def evaluate_file(
             raise InputError(f"--json {json_path} is a folder; give a file name, e.g. scores.json")
         keep = {} if isinstance(model, keras.Model) else {"model": os.fspath(model), "labels": labels_path(model)}
         check_paths(data, json_path, "file", overwrite, keep=keep)
-    texts, values = _read_csv(data, text_column, label_column, "test")
     source = model.name if isinstance(model, keras.Model) else os.fspath(model)
-    model, names, multi_label = load_classifier(model, labels)
-    rows = label_lists(values, multi_label, separator)
-    index = {name: i for i, name in enumerate(names)}
-    unknown = sorted({c for row in rows for c in row} - set(index))
-    if unknown:
-        affected = sum(any(c not in index for c in row) for row in rows)
-        raise InputError(
-            f"{data}: {affected} row(s) have labels the model does not know: {unknown[:10]}"
-            f"{' ...' if len(unknown) > 10 else ''} (it knows {names[:10]}{' ...' if len(names) > 10 else ''}); "
-            "fix or remove those rows"
-        )
-    result = {"rows": len(texts), "empty": sum(not tokenize(t) for t in texts), "labels": names}
-    result["multi_label"] = multi_label
-    classes = list(range(len(names)))
-    if multi_label:
-        y_true, y_pred = _multi_label_scores(
-            model, texts, [[index[c] for c in row] for row in rows], top_k, batch_size, threshold, result
-        )
-        if len(names) > _REPORT_LABELS:
-            classes = np.flatnonzero(np.asarray((y_true + y_pred).sum(axis=0)).ravel()).tolist()
-    else:
-        scores = _scores(model, texts, batch_size)
-        y_true, y_pred = np.array([index[row[0]] for row in rows]), scores.argmax(-1)
-        result["accuracy"] = float(accuracy_score(y_true, y_pred))
-        result["macro_f1"] = float(f1_score(y_true, y_pred, labels=classes, average="macro", zero_division=0))
-        if 1 < top_k < len(names):
-            result["top_k"] = top_k
-            result["top_k_accuracy"] = float(top_k_accuracy_score(y_true, scores, k=top_k, labels=classes))
-    report = {"labels": classes, "target_names": [names[i] for i in classes], "zero_division": 0}
-    result["report"] = classification_report(y_true, y_pred, digits=4, **report)
-    result["classification_report"] = classification_report(y_true, y_pred, output_dict=True, **report)
-    if json_path is not None:
-        write_json(json_path, {"model": source, "data": data, **{k: v for k, v in result.items() if k != "report"}})
+    with _StopRequest().installed() as stop:
+        model, names, multi_label = load_classifier(model, labels, raw_scores)
+        texts, values = _read_csv(data, text_column, label_column, "test", separator if multi_label else None)
+        rows = label_lists(values, multi_label, separator)
+        index = {name: i for i, name in enumerate(names)}
+        unknown = sorted({c for row in rows for c in row} - set(index))
+        if unknown:
+            affected = sum(any(c not in index for c in row) for row in rows)
+            raise InputError(
+                f"{data}: {affected} row(s) have labels the model does not know: {unknown[:10]}"
+                f"{' ...' if len(unknown) > 10 else ''} (it knows {names[:10]}{' ...' if len(names) > 10 else ''}); "
+                "fix or remove those rows"
+            )
+        result = {"rows": len(texts), "empty": sum(not tokenize(t) for t in texts), "labels": names}
+        result["multi_label"], result["raw_scores"] = multi_label, raw_scores
+        classes = list(range(len(names)))
+        if multi_label:
+            y_true, y_pred = _multi_label_scores(
+                model, texts, [[index[c] for c in row] for row in rows], top_k, batch_size, threshold, result, stop
+            )
+            if len(names) > _REPORT_LABELS:
+                classes = np.flatnonzero(np.asarray((y_true + y_pred).sum(axis=0)).ravel()).tolist()
+        else:
+            scores = _scores(model, texts, batch_size, stop)
+            y_true, y_pred = np.array([index[row[0]] for row in rows]), scores.argmax(-1)
+            result["accuracy"] = float(accuracy_score(y_true, y_pred))
+            result["macro_f1"] = float(f1_score(y_true, y_pred, labels=classes, average="macro", zero_division=0))
+            if 1 < top_k < len(names):
+                result["top_k"] = top_k
+                result["top_k_accuracy"] = float(top_k_accuracy_score(y_true, scores, k=top_k, labels=classes))
+        report = {"labels": classes, "target_names": [names[i] for i in classes], "zero_division": 0}
+        result["report"] = classification_report(y_true, y_pred, digits=4, **report)
+        result["classification_report"] = classification_report(y_true, y_pred, output_dict=True, **report)
+        if stop.requested:  # asked after the last batch: no scores file either
+            raise KeyboardInterrupt
+        if json_path is not None:
+            write_json(json_path, {"model": source, "data": data, **{k: v for k, v in result.items() if k != "report"}})
     return result

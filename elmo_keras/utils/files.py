@@ -1,7 +1,7 @@
 """Crash-safe writing: every file or folder is written under a temporary name, fsync'd, then renamed into place.
 
 A process killed at any moment leaves either the old content or the new one, plus at worst a hidden ``*.tmp``
-entry that :func:`remove_stale_temporaries` (or the next :func:`atomic_file` on the same path) clears.
+entry that :func:`remove_stale_temporaries` clears (the next run that holds the output's lock calls it).
 """
 
 from __future__ import annotations
@@ -152,15 +152,34 @@ def publish(src: str, dst: str) -> None:
     fsync_path(parent)
 
 
-def remove_stale_temporaries(folder: str) -> None:
-    """Delete the ``*.tmp`` entries a killed writer left in ``folder``.
+def remove_stale_temporaries(folder: str, of: str | None = None) -> None:
+    """Delete the ``*.tmp`` entries a killed writer left in ``folder``: all of them, or only the temporaries that
+    :func:`atomic_file` and :func:`atomic_dir` make for the entry named ``of`` (``.OF.XXXXXXXX.tmp``). The caller
+    must know that no live process writes them, e.g. by holding :func:`exclusive_lock` for that entry.
 
     Args:
         folder: the folder to clean.
+        of: the name (in ``folder``) of the file or folder whose temporaries to delete, or ``None`` for all.
+
+    Example:
+
+    ```python
+    import os, tempfile
+    from elmo_keras.utils.files import remove_stale_temporaries
+
+    folder = tempfile.mkdtemp()
+    for name in (".out.jsonl.k3j_x9a2.tmp", ".other.jsonl.b7c1m0q4.tmp"):
+        open(os.path.join(folder, name), "w").close()
+    remove_stale_temporaries(folder, of="out.jsonl")
+    assert os.listdir(folder) == [".other.jsonl.b7c1m0q4.tmp"]
+    ```
     """
+    prefix = "" if of is None else f".{of}."
     for name in os.listdir(folder):
         path = os.path.join(folder, name)
-        if not name.endswith(TMP_SUFFIX):
+        if not name.endswith(TMP_SUFFIX) or not name.startswith(prefix):
+            continue
+        if of is not None and "." in name[len(prefix) : -len(TMP_SUFFIX)]:  # another entry's (".OF.x.XXXX.tmp")
             continue
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path)
