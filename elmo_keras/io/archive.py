@@ -14,7 +14,14 @@ An archive holds, at any folder depth:
 folder; ``archive.json`` there records the archive and which members they were. An archive given by URL is downloaded
 first (:func:`elmo_keras.io.download.fetch`: cached, resumable, checked to be a ZIP archive). The extraction is
 written into a hidden temporary folder, renamed into place when complete, under a lock: a killed extraction leaves
-that temporary folder, which the next extraction of the archive deletes, never a partial model folder. What the files
+that temporary folder, which the next extraction of the archive deletes, never a partial model folder.
+
+Before anything is extracted, the members to extract are checked against limits on what they expand to: at most
+:data:`MAX_BYTES` together (``$ELMO_KERAS_ARCHIVE_MAX_BYTES``), and a member of 1 MiB or more at most
+:data:`MAX_RATIO` times its compressed size (``$ELMO_KERAS_ARCHIVE_MAX_RATIO``); a symbolic link, device, FIFO or
+socket member is refused. Each extracted file is then checked as a download is (options parse as JSON, weights and
+softmax open as HDF5, the vocabulary is UTF-8 text): a failing member is an :class:`InputError` naming the archive
+and the member, and the extraction is deleted; only a folder whose files all pass is published. What the files
 hold is checked when they are read (:meth:`elmo_keras.io.load.ModelFiles.read`: options validated, weights of the
 right shapes and finite).
 """
@@ -27,18 +34,21 @@ import json
 import os
 import posixpath
 import shutil
+import stat
 import urllib.parse
 import zipfile
 
 from elmo_keras.errors import InputError
 from elmo_keras.io.download import (
     CACHE_ENV,
+    KINDS,
     cache_dir,
     cache_lock,
     cached_copy_hint,
     fetch,
     file_sha256,
     is_url,
+    kind_problem,
     recorded_sha256,
 )
 from elmo_keras.io.options import normalize_options
@@ -53,6 +63,25 @@ _VOCABS = ("vocab.txt", "vocab.txt.gz")
 _SOFTMAX = "softmax.hdf5"
 _MAX_OPTIONS_BYTES = 1 << 20  # a *.json member larger than this is not read as options (options are ~1 KB)
 _ZIP_MAGIC = b"PK"
+#: what each extracted file must be, checked as a download is (:func:`elmo_keras.io.download.kind_problem`)
+_KIND_OF = {_OPTIONS: "json", "weights.hdf5": "hdf5", _VOCABS[0]: "text", _VOCABS[1]: "gzip", _SOFTMAX: "hdf5"}
+#: The environment variables that change the limits on what an archive may expand to.
+MAX_BYTES_ENV, MAX_RATIO_ENV = "ELMO_KERAS_ARCHIVE_MAX_BYTES", "ELMO_KERAS_ARCHIVE_MAX_RATIO"
+#: The most bytes the extracted files of one archive may take together (default 4 GiB: the largest released ELMo,
+#: weights and a softmax over an 800k-word vocabulary, is about 2 GB).
+MAX_BYTES = 4 << 30
+#: The most times a member of 1 MiB or more may be larger than its compressed bytes (float weights compress by
+#: about 1.1, text by 3 to 5; a ZIP bomb by 1,000 and more).
+MAX_RATIO = 100
+_RATIO_FROM = 1 << 20  # smaller members are not held to the ratio: they cannot fill a disk
+_NOT_FILES = {
+    stat.S_IFLNK: "a symbolic link",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFDIR: "a folder",
+}
 
 
 def is_archive(source: object) -> bool:
@@ -288,11 +317,75 @@ def _members(zf: zipfile.ZipFile, source: str) -> dict[str, str]:
     return members
 
 
+def expansion_limits() -> tuple[int, float]:
+    """The limits on what an archive may expand to: (:data:`MAX_BYTES`, :data:`MAX_RATIO`), or the values of
+    ``$ELMO_KERAS_ARCHIVE_MAX_BYTES`` (an integer number of bytes) and ``$ELMO_KERAS_ARCHIVE_MAX_RATIO`` (a number)
+    where they are set.
+
+    Returns:
+        ``(max_bytes, max_ratio)``.
+
+    Raises:
+        InputError: a variable that is not a positive number, naming it.
+
+    Example:
+
+    ```python
+    import os
+    from elmo_keras.io.archive import MAX_BYTES, expansion_limits
+
+    os.environ["ELMO_KERAS_ARCHIVE_MAX_RATIO"] = "1000"
+    assert expansion_limits() == (MAX_BYTES, 1000.0)
+    del os.environ["ELMO_KERAS_ARCHIVE_MAX_RATIO"]
+    ```
+    """
+    limits = []
+    for name, default, kind in ((MAX_BYTES_ENV, MAX_BYTES, int), (MAX_RATIO_ENV, MAX_RATIO, float)):
+        text = os.environ.get(name, "").strip()
+        try:
+            value = kind(text) if text else default
+        except ValueError:
+            value = 0
+        if not value > 0:
+            raise InputError(f"{name}={text!r} must be a positive {'integer (bytes)' if kind is int else 'number'}")
+        limits.append(value)
+    return limits[0], limits[1]
+
+
+def _check_members(zf: zipfile.ZipFile, members: dict[str, str], source: str) -> None:
+    """Refuse, before extracting, a member that is not a plain file and members that expand past the limits of
+    :func:`expansion_limits` (the sizes the archive declares: zipfile stops at them, a member whose data runs past
+    its size fails its CRC check)."""
+    max_bytes, max_ratio = expansion_limits()
+    infos = [zf.getinfo(member) for member in members.values()]
+    for info in infos:
+        kind = _NOT_FILES.get(stat.S_IFMT(info.external_attr >> 16))  # 0 (no Unix mode, e.g. zipped on Windows): a file
+        if kind:
+            raise InputError(
+                f"archive {source}: member {info.filename} is {kind}, not a file; nothing was extracted: an ELMo "
+                "archive holds plain files (repack it with the files themselves)"
+            )
+        if info.file_size >= _RATIO_FROM and info.file_size > max_ratio * max(info.compress_size, 1):
+            raise InputError(
+                f"archive {source}: member {info.filename} expands from {info.compress_size:,} to "
+                f"{info.file_size:,} bytes, a ratio of {info.file_size / max(info.compress_size, 1):,.0f}, over the "
+                f"limit of {max_ratio:g} (a ZIP bomb?); nothing was extracted: if you trust the archive, set "
+                f"{MAX_RATIO_ENV} higher"
+            )
+    total = sum(info.file_size for info in infos)
+    if total > max_bytes:
+        raise InputError(
+            f"archive {source}: its model files expand to {total:,} bytes, over the limit of {max_bytes:,} bytes; "
+            f"nothing was extracted: if you trust the archive, set {MAX_BYTES_ENV} higher"
+        )
+
+
 def _extract(path: str, source: str, digest: str, folder: str) -> None:
     """Extract the model's members of the archive at ``path`` into ``folder`` (atomically: a temporary folder,
-    renamed when complete)."""
+    renamed when every member is extracted and passes its check; see the module doc)."""
     with _open_zip(path, source) as zf:
         members = _members(zf, source)
+        _check_members(zf, members, source)
         try:
             with atomic_dir(folder) as tmp:
                 for target, member in members.items():
@@ -300,14 +393,23 @@ def _extract(path: str, source: str, digest: str, folder: str) -> None:
                         shutil.copyfileobj(src, dst, 1 << 20)
                         dst.flush()
                         os.fsync(dst.fileno())
+                    problem = kind_problem(os.path.join(tmp, target), _KIND_OF[target])
+                    if problem:
+                        raise InputError(
+                            f"archive {source}: member {member} is not {KINDS[_KIND_OF[target]]} ({problem}); "
+                            "nothing was extracted: the archive is damaged or holds no ELMo model there, fix or "
+                            "replace it"
+                        )
                 record = {"archive": source, "sha256": digest, "members": members}
                 write_json(os.path.join(tmp, ARCHIVE_RECORD), record)
         except zipfile.BadZipFile as err:  # a member's data does not match its CRC: damaged on disk or on the way
             raise InputError(
-                f"archive {source} is damaged ({err}); download it again{cached_copy_hint(path)}"
+                f"archive {source}: member {member} is damaged ({err}); download it again{cached_copy_hint(path)}"
             ) from None
         except (NotImplementedError, RuntimeError) as err:  # a compression method zipfile lacks; an encrypted member
-            raise InputError(f"archive {source} cannot be extracted ({err}); repack it as a plain .zip") from None
+            raise InputError(
+                f"archive {source}: member {member} cannot be extracted ({err}); repack it as a plain .zip"
+            ) from None
         except OSError as err:
             if err.errno not in NO_ROOM and err.errno != errno.EACCES:
                 raise

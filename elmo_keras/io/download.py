@@ -9,15 +9,15 @@ has its own folder, ``<first 16 hex digits of sha256(URL)>/``, holding:
     NAME.lock          serialises processes fetching the same URL (released by the OS if one is killed)
 
 A download is checked against the size the server announced and, when one is given, a sha256, and against its
-kind (:data:`KINDS`: hdf5 opens as HDF5, json parses, text is UTF-8, zip opens as a ZIP archive) while still
-``NAME.part``: a file that fails a
-check is deleted, never cached. What it holds is then checked by the reader (e.g.
-:func:`elmo_keras.io.weights.read_weights_hdf5`: the released layout, finite values).
+kind (:data:`KINDS`, :func:`kind_problem`: hdf5 opens as HDF5, json parses, text is UTF-8, zip opens as a ZIP
+archive) while still ``NAME.part``: a file that fails a check is deleted, never cached. What it holds is then
+checked by the reader (e.g. :func:`elmo_keras.io.weights.read_weights_hdf5`: the released layout, finite values).
 """
 
 from __future__ import annotations
 
 import contextlib
+import gzip
 import hashlib
 import json
 import os
@@ -46,7 +46,13 @@ _CONTENT_RANGE = re.compile(r"bytes (\d+)-\d+/(\d+|\*)")
 #: What a downloaded file of each kind must be (its check: HDF5 opens, JSON parses, text decodes as UTF-8, a ZIP
 #: archive's table of contents reads; its members are checked when they are extracted, see
 #: :mod:`elmo_keras.io.archive`).
-KINDS = {"hdf5": "an HDF5 file", "json": "a JSON file", "text": "UTF-8 text", "zip": "a ZIP archive"}
+KINDS = {
+    "hdf5": "an HDF5 file",
+    "json": "a JSON file",
+    "text": "UTF-8 text",
+    "gzip": "gzip-compressed UTF-8 text",
+    "zip": "a ZIP archive",
+}
 
 
 class RemoteUnavailable(InputError):
@@ -257,7 +263,7 @@ def _download(url: str, path: str, sha256: str | None, progress: bool, kind: str
     except InputError as err:
         os.remove(part)
         raise InputError(f"the download of {url} is not the expected file: {err}; it was deleted, try again") from None
-    problem = None if kind is None else _kind_problem(part, kind)
+    problem = None if kind is None else kind_problem(part, kind)
     if problem:
         os.remove(part)
         raise InputError(
@@ -278,8 +284,29 @@ def _verified_sha256(part: str, total: int | None, sha256: str | None) -> str:
     return digest
 
 
-def _kind_problem(path: str, kind: str) -> str | None:
-    """None when the file at ``path`` is of ``kind`` (see :data:`KINDS`), else what is wrong."""
+def kind_problem(path: str, kind: str) -> str | None:
+    """What is wrong with the file at ``path`` as a file of ``kind`` (see :data:`KINDS`): the check of a download,
+    and of each file extracted from an archive (:mod:`elmo_keras.io.archive`).
+
+    Args:
+        path: the file.
+        kind: a key of :data:`KINDS`.
+
+    Returns:
+        `None` when the file is of ``kind``, else what is wrong.
+
+    Example:
+
+    ```python
+    import os, tempfile
+    from elmo_keras.io.download import kind_problem
+
+    path = os.path.join(tempfile.mkdtemp(), "options.json")
+    with open(path, "w") as f:
+        f.write('{"lstm": {}}')
+    assert kind_problem(path, "json") is None and kind_problem(path, "hdf5") is not None
+    ```
+    """
     with open(path, "rb") as f:
         if f.read(64).lstrip().lower().startswith((b"<!doctype html", b"<html")):
             return "the server sent an HTML page (an error or sign-in page?)"
@@ -290,12 +317,14 @@ def _kind_problem(path: str, kind: str) -> str | None:
             h5py.File(path, "r").close()
         elif kind == "zip":
             zipfile.ZipFile(path).close()
-        else:
+        elif kind == "json":
             with open(path, encoding="utf-8") as f:
-                text = f.read()
-            if kind == "json":
-                json.loads(text)
-    except (OSError, ValueError, zipfile.BadZipFile) as err:  # h5py's "not HDF5"; JSON/UTF-8 errors; not a ZIP
+                json.loads(f.read())
+        else:  # UTF-8 text, plain or gzip-compressed: decoded a block at a time (memory stays bounded)
+            with (gzip.open if kind == "gzip" else open)(path, "rt", encoding="utf-8") as f:
+                while f.read(1 << 20):
+                    pass
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:  # not HDF5 / gzip; JSON, UTF-8; not a ZIP
         return str(err)
     return None
 
