@@ -140,6 +140,8 @@ class Elmo(keras.layers.Layer):
             raise InputError(f"pool= pools output_mode='sentence' (or adds to 'dict'), not {output!r}: drop pool=")
         if output == "sentence" and pool is None:
             pool = "mean"
+        if pool is not None:
+            pool_modes(pool)  # a bad value (e.g. pool=1) is named before the biLM is built
         if num_output_representations < 1 and output != "layers":
             raise ValueError(f"num_output_representations must be >= 1, got {num_output_representations}")
         if bilm is None:

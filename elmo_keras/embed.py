@@ -454,7 +454,8 @@ class ElmoEmbedder:
         chunk_tokens = max(batch_tokens, self.chunk_size * batch_tokens // batch_size)
         chunk: list[Sequence[str]] = []
         tokens = 0
-        for sentence in sentences:
+        for row, sentence in enumerate(sentences):
+            encode_token_lists([sentence], first=row)  # errors name the input's row (batches are sorted by length)
             chunk.append(sentence)
             tokens += len(sentence)
             if len(chunk) == self.chunk_size or tokens >= chunk_tokens:

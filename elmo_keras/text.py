@@ -28,6 +28,7 @@ PAD_CHAR = 260  # padding inside a token
 MAX_CHARACTERS_PER_TOKEN = 50
 
 _WHITESPACE = re.compile(r"[ \t\n\v\f\r]+")
+_TOKEN = re.compile(r"[^ \t\n\v\f\r]+")
 
 
 def tokenize(sentence: str) -> list[str]:
@@ -50,8 +51,9 @@ def tokenize(sentence: str) -> list[str]:
     return [t for t in _WHITESPACE.split(sentence) if t]
 
 
-def _utf8(value: object, where: str) -> bytes:
-    """A str, or bytes that are valid UTF-8 -> its UTF-8 bytes; errors name ``where`` it came from."""
+def _utf8(value: object, where: str, sentence: bool = False) -> bytes:
+    """A str, or bytes that are valid UTF-8 -> its UTF-8 bytes; errors name ``where`` it came from and, for a str
+    that UTF-8 cannot encode, the token (of a ``sentence``) and the character at fault."""
     if isinstance(value, bytes):
         try:
             value.decode("utf-8")
@@ -62,8 +64,17 @@ def _utf8(value: object, where: str) -> bytes:
         raise TypeError(f"{where} is {value!r:.40} ({type(value).__name__}); text must be str")
     try:
         return value.encode("utf-8")
-    except UnicodeEncodeError as err:
-        raise InputError(f"{where} cannot be encoded as UTF-8 ({err}); remove lone surrogates") from None
+    except UnicodeEncodeError as err:  # only a lone surrogate (U+D800..U+DFFF) has no UTF-8 form
+        found = f"the lone surrogate U+{ord(value[err.start]):04X}"
+        if sentence:
+            index, token = next((j, m) for j, m in enumerate(_TOKEN.finditer(value)) if m.end() > err.start)
+            found = f"token {index} {token.group()!r:.60} holds {found}"
+        else:
+            found = f"{value!r:.60} holds {found} at character {err.start}"
+        raise InputError(
+            f"{where} cannot be encoded as UTF-8: {found}; replace it (text.encode('utf-8', 'replace').decode()) "
+            "or decode the source bytes as UTF-8"
+        ) from None
 
 
 def _token_bytes(token: object, where: str) -> bytes:
@@ -131,26 +142,41 @@ def batch_to_ids(
     return ids
 
 
-def encode_token_lists(batch: Sequence[Sequence[str]]) -> list[list[bytes]]:
-    """Check token lists and return each token's UTF-8 bytes; clear errors for strings, empty or bad tokens.
+def encode_token_lists(batch: Sequence[Sequence[str]], first: int = 0) -> list[list[bytes]]:
+    """Check token lists and return each token's UTF-8 bytes; clear errors for strings, empty or bad tokens (a
+    str that UTF-8 cannot encode: :class:`InputError` naming the sentence, the token and the character).
 
     Args:
         batch: list of token lists.
+        first: the number errors give the first sentence (its row in the caller's input).
 
     Returns:
         The tokens' UTF-8 bytes, as lists in the same layout.
+
+    Example:
+
+    ```python
+    from elmo_keras.errors import InputError
+    from elmo_keras.text import encode_token_lists
+
+    assert encode_token_lists([["Hi", "é"]]) == [[b"Hi", b"\\xc3\\xa9"]]
+    try:
+        encode_token_lists([["ok", "bad\\ud800"]], first=7)
+    except InputError as err:
+        assert str(err).startswith("token 1 of sentence 7 cannot be encoded as UTF-8")
+    ```
     """
     if isinstance(batch, (str, bytes)):
         raise TypeError("batch_to_ids() takes a list of token lists, e.g. [['Hello', 'world']]; got a string")
     sentences = list(batch)
-    for i, sentence in enumerate(sentences):
+    for i, sentence in enumerate(sentences, first):
         if isinstance(sentence, (str, bytes)):
             raise TypeError(
                 f"sentence {i} is a string; pass token lists (use elmo_keras.tokenize(text) to split on whitespace)"
             )
     return [
         [_token_bytes(token, f"{j} of sentence {i}") for j, token in enumerate(sentence)]
-        for i, sentence in enumerate(sentences)
+        for i, sentence in enumerate(sentences, first)
     ]
 
 
@@ -189,7 +215,7 @@ def as_text(inputs):
             + ("; wrap a single text in a list: [text]" if array.ndim == 0 else "")
         )
     data = [
-        _utf8(value, f"row {index[0]}" + (f", token {index[1]}," if len(index) == 2 else ""))
+        _utf8(value, f"row {index[0]}" + (f", token {index[1]}," if len(index) == 2 else ""), len(index) == 1)
         for index, value in np.ndenumerate(array)
     ]
     return tf.constant(np.array(data, dtype=object).reshape(array.shape), dtype=tf.string)

@@ -37,7 +37,10 @@ def pool_modes(pool: str | Sequence[str]) -> tuple[str, ...]:
     assert pool_modes(["mean", "max"]) == pool_modes("mean,max") == ("mean", "max")
     ```
     """
-    modes = tuple(m.strip() for m in pool.split(",")) if isinstance(pool, str) else tuple(pool)
+    if isinstance(pool, str):
+        modes = tuple(m.strip() for m in pool.split(","))
+    else:  # a list or tuple of modes; anything else (e.g. pool=1) is refused below, by its value
+        modes = tuple(pool) if isinstance(pool, (list, tuple)) else ()
     if not modes or any(m not in _MODES for m in modes) or len(set(modes)) != len(modes):
         raise InputError(
             f"pool must be 'mean', 'max' or a list of both (e.g. ['mean', 'max'] or 'mean,max'), got {pool!r}"

@@ -390,7 +390,7 @@ class BiLanguageModel(keras.Model):
         assert p["forward"].shape == (2, len(lm.vocab)) and abs(p["both"][0].sum() - 1) < 1e-4
         ```
         """
-        self._check_softmax()
+        self.check_softmax()
         positive_int(batch_size, "batch_size")
         return self._word_probabilities(parse_queries(queries), batch_size)
 
@@ -454,7 +454,7 @@ class BiLanguageModel(keras.Model):
         Returns:
             One dict per query, as :meth:`substitutes` returns.
         """
-        self._check_softmax()
+        self.check_softmax()
         positive_int(batch_size, "batch_size")
         check_k(k, self.n_tokens_vocab - 3 * bool(exclude_special) - bool(exclude_word))
         parsed = parse_queries(queries)
@@ -472,7 +472,10 @@ class BiLanguageModel(keras.Model):
             )
         return results
 
-    def _check_softmax(self) -> None:
+    def check_softmax(self) -> None:
+        """Refuse to predict words with a softmax that was never trained (:class:`InputError` saying how to get a
+        trained one): checked first by :meth:`word_probabilities`, :meth:`substitutes` and ``elmo-keras
+        lm-predict``, before their other arguments."""
         if not self.softmax_trained:
             raise InputError(
                 "this BiLanguageModel has no trained softmax (it starts from random: its source had no "

@@ -27,6 +27,7 @@ import numpy as np
 from elmo_keras.errors import InputError
 from elmo_keras.io.options import positive_int
 from elmo_keras.lm.vocab import Vocabulary
+from elmo_keras.text import encode_token_lists
 
 DIRECTIONS = ("forward", "backward", "both")
 
@@ -93,7 +94,15 @@ def parse_query(sentence: str | Sequence[str], position: int | None = None) -> t
     if position is None:
         if not isinstance(sentence, str):
             raise InputError("give the position of the word, or a str sentence that marks it as [word]")
-        return marked_word(sentence)
+        tokens, position = marked_word(sentence)
+    else:
+        tokens = _tokens_at(sentence, position)
+    encode_token_lists([tokens])  # text UTF-8 cannot encode (a lone surrogate): InputError naming the token
+    return tokens, int(position)
+
+
+def _tokens_at(sentence: str | Sequence[str], position: int) -> list[str]:
+    """The tokens of a sentence given with the position of its word, checked (see :func:`parse_query`)."""
     if isinstance(sentence, str):
         tokens = sentence.split()
     elif isinstance(sentence, Sequence) and all(isinstance(t, str) for t in sentence):
@@ -112,7 +121,7 @@ def parse_query(sentence: str | Sequence[str], position: int | None = None) -> t
             f"position {position} is out of range for a sentence of {len(tokens)} token(s) "
             f"(0 .. {len(tokens) - 1}): {' '.join(tokens)!r}"
         )
-    return tokens, int(position)
+    return tokens
 
 
 def parse_queries(queries: Sequence[Query]) -> list[tuple[list[str], int]]:
