@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 
 from elmo_keras.corpus.run import OUTPUT_FORMATS
 from elmo_keras.corpus.store import LAYER_CHOICES
-from elmo_keras.embed import VOCAB_CACHE_SIZE
+from elmo_keras.embed import BATCH_TOKENS, VOCAB_CACHE_SIZE
 from elmo_keras.errors import InputError
 from elmo_keras.layers.fusion import MIX_MODES
 from elmo_keras.tasks.feature_store import MEMORY_FRACTION
@@ -204,6 +204,14 @@ def _embed_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--batch-size", type=_at_least(1), default=64, help="sentences per model call")
     parser.add_argument(
+        "--batch-tokens",
+        type=_at_least(1),
+        default=BATCH_TOKENS,
+        metavar="N",
+        help="at most N padded tokens (lines x the longest line) per model call; a longer line is a call of its "
+        f"own, so long documents mixed with short lines run in bounded memory (default {BATCH_TOKENS})",
+    )
+    parser.add_argument(
         "--vocab-cache",
         type=_at_least(0),
         default=VOCAB_CACHE_SIZE,
@@ -273,7 +281,7 @@ def _checked_runner(args: argparse.Namespace) -> None:
         raise InputError("--num-workers and --beam-options need --runner beam")
 
 
-def _runner(args: argparse.Namespace, options: str, weights: str, dtype: str, batch_size: int):
+def _runner(args: argparse.Namespace, options: str, weights: str, dtype: str, batch_size: int, batch_tokens: int):
     """The ``--runner beam`` runner for ``embed_file``, or None (this process)."""
     if args.runner != "beam":
         return None
@@ -281,7 +289,13 @@ def _runner(args: argparse.Namespace, options: str, weights: str, dtype: str, ba
         from elmo_keras.corpus.beam import EmbedderSpec, beam_runner
     except ImportError as err:
         raise InputError(f"--runner beam needs Apache Beam ({err}): pip install 'elmo-keras[beam]'") from None
-    spec = EmbedderSpec(os.path.abspath(options), os.path.abspath(weights), dtype=dtype, batch_size=batch_size)
+    spec = EmbedderSpec(
+        os.path.abspath(options),
+        os.path.abspath(weights),
+        dtype=dtype,
+        batch_size=batch_size,
+        batch_tokens=batch_tokens,
+    )
     return beam_runner(spec, args.num_workers, args.beam_options)
 
 
@@ -319,13 +333,14 @@ def _run_embed(args: argparse.Namespace) -> int:
             weights,
             dtype=compute,
             batch_size=args.batch_size,
+            batch_tokens=args.batch_tokens,
             max_cache_size=100_000,
             vocab_file=vocab,
             vocab_cache_size=args.vocab_cache,
         )
     except (OSError, ValueError, KeyError) as err:
         raise InputError(f"cannot load the model ({options}, {weights}): {err}") from None
-    runner = _runner(args, options, weights, compute, args.batch_size)
+    runner = _runner(args, options, weights, compute, args.batch_size, args.batch_tokens)
     previous = signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)  # `timeout`, `docker stop`: like Ctrl-C
     try:
         report = embed_file(
@@ -360,6 +375,13 @@ def _train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--label-column", default="label")
     parser.add_argument("--multi-label", action="store_true", help="labels are lists separated by --label-separator")
     parser.add_argument("--label-separator", default="|")
+    parser.add_argument(
+        "--label-sampling",
+        type=_at_least(1),
+        metavar="N",
+        help="multi-label: the sampled head (for 100k labels and more), trained on each row's labels plus N labels "
+        "drawn per batch (default: the dense head; see docs/extreme_multilabel.md)",
+    )
     _model_source_arguments(parser)
     parser.add_argument("--head", choices=HEADS, default="bigru")
     parser.add_argument("--mix", choices=MIX_MODES, default="trainable")
@@ -375,13 +397,6 @@ def _train_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--epochs", type=_at_least(1), default=15, help="at most this many epochs")
     parser.add_argument(
-    parser.add_argument(
-        "--label-sampling",
-        type=_at_least(1),
-        metavar="N",
-        help="multi-label: the sampled head (for 100k labels and more), trained on each row's labels plus N labels "
-        "drawn per batch (default: the dense head; see docs/extreme_multilabel.md)",
-    )
         "--patience",
         type=_at_least(1),
         default=3,
@@ -488,8 +503,8 @@ def _run_train(args: argparse.Namespace) -> int:
             verbose=2,
             features_dir=args.features_dir,
             features_memory=args.features_memory,
+            features_runner=_runner(args, options, weights, "float32", 64, BATCH_TOKENS),
             label_sampling=args.label_sampling,
-            features_runner=_runner(args, options, weights, "float32", 64),
         )
         save_model(model, args.out, task.class_names)
     print(f"model: {args.out}")
@@ -540,6 +555,19 @@ def _classifier_arguments(parser: argparse.ArgumentParser) -> None:
         help="multi-label models: a label is predicted when its score is at least this",
     )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    parser.add_argument(
+        "--raw-scores",
+        action="store_true",
+        help="take a model whose last layer gives no probabilities (no softmax or sigmoid, e.g. logits): its "
+        "outputs are the scores, ranked as one label per text (refused without this flag)",
+    )
+
+
+def _interrupted(command: str, outcome: str) -> int:
+    """SIGINT or SIGTERM stopped ``command``: one line on stderr (after the progress bar's line), exit 130."""
+    print(flush=True)
+    print(f"elmo-keras {command}: interrupted: {outcome}; run the same command again", file=sys.stderr)
+    return 130
 
 
 def _predict_arguments(parser: argparse.ArgumentParser) -> None:
@@ -558,17 +586,21 @@ def _predict_arguments(parser: argparse.ArgumentParser) -> None:
 def _run_predict(args: argparse.Namespace) -> int:
     from elmo_keras.tasks.predict import predict_file
 
-    done = predict_file(
-        args.model,
-        args.input,
-        args.out,
-        top_k=args.top_k,
-        batch_size=args.batch_size,
-        text_column=args.text_column,
-        overwrite=args.overwrite,
-        threshold=args.threshold,
-        progress=True,
-    )
+    try:
+        done = predict_file(
+            args.model,
+            args.input,
+            args.out,
+            top_k=args.top_k,
+            batch_size=args.batch_size,
+            text_column=args.text_column,
+            overwrite=args.overwrite,
+            threshold=args.threshold,
+            progress=True,
+            raw_scores=args.raw_scores,
+        )
+    except KeyboardInterrupt:
+        return _interrupted("predict", f"{args.out} was not written (its temporary file is deleted)")
     print(f"labelled {done['rows']} rows ({done['empty']} without tokens): {done['out']}")
     return 0
 
@@ -593,18 +625,22 @@ def _evaluate_arguments(parser: argparse.ArgumentParser) -> None:
 def _run_evaluate(args: argparse.Namespace) -> int:
     from elmo_keras.tasks.predict import evaluate_file
 
-    scores = evaluate_file(
-        args.model,
-        args.data,
-        args.json,
-        top_k=args.top_k,
-        batch_size=args.batch_size,
-        text_column=args.text_column,
-        label_column=args.label_column,
-        separator=args.label_separator,
-        threshold=args.threshold,
-        overwrite=args.overwrite,
-    )
+    try:
+        scores = evaluate_file(
+            args.model,
+            args.data,
+            args.json,
+            top_k=args.top_k,
+            batch_size=args.batch_size,
+            text_column=args.text_column,
+            label_column=args.label_column,
+            separator=args.label_separator,
+            threshold=args.threshold,
+            overwrite=args.overwrite,
+            raw_scores=args.raw_scores,
+        )
+    except KeyboardInterrupt:
+        return _interrupted("evaluate", "nothing was scored or written")
     shown = [k for k in scores if k in ("accuracy", "macro_f1", "top_k_accuracy", "micro_f1") or "_at_" in k]
     print(f"{args.data}: {scores['rows']} rows: " + ", ".join(f"{k} {scores[k]:.4f}" for k in shown))
     print(scores["report"])
@@ -644,16 +680,17 @@ def _run_lm_predict(args: argparse.Namespace) -> int:
     import json
 
     from elmo_keras.lm.model import BiLanguageModel
-    from elmo_keras.lm.predict import check_k, excluded_ids, format_table, marked_word, prediction_rows, top_words
+    from elmo_keras.lm.predict import check_k, excluded_ids, format_table, parse_query, prediction_rows, top_words
     from elmo_keras.saving import load_model
 
-    tokens, position = marked_word(args.sentence)  # a bad sentence fails before the model loads
+    tokens, position = parse_query(args.sentence)  # a bad sentence fails before the model loads
     if args.preset.endswith(".keras"):
         lm = load_model(args.preset)
         if not isinstance(lm, BiLanguageModel):
             raise InputError(f"{args.preset} holds a {type(lm).__name__}, not a BiLanguageModel (a biLM + softmax)")
     else:
         lm = BiLanguageModel.from_preset(args.preset)
+    lm.check_softmax()  # an untrained softmax is said first: no --top-k would make its predictions useful
     exclude = excluded_ids(lm.vocab, tokens[position], args.exclude_word, args.exclude_special)
     check_k(args.top_k, len(lm.vocab) - len(exclude))
     probabilities = {d: p[0] for d, p in lm.word_probabilities([(tokens, position)]).items()}

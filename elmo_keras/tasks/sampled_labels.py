@@ -102,6 +102,8 @@ class SampledLabelScores(keras.layers.Layer):
     ```
     """
 
+    activation = staticmethod(keras.activations.sigmoid)  # predict / evaluate read its name: probabilities
+
     def __init__(self, num_labels: int, negatives: int, label_dim: int = 256, seed: int | None = None, **kwargs):
         super().__init__(**kwargs)
         self.num_labels, self.negatives, self.label_dim, self.seed = num_labels, negatives, label_dim, seed
@@ -127,7 +129,7 @@ class SampledLabelScores(keras.layers.Layer):
 
     def call(self, inputs):
         logits = ops.einsum("bd,ld->bl", self.project(inputs), self.label_table) + self.label_bias
-        return ops.sigmoid(logits)
+        return self.activation(logits)
 
     def sampled_loss(self, inputs, labels, sample_weight=None):
         """The binary cross-entropy over all L labels, summed per row, estimated from each row's true labels and

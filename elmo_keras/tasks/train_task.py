@@ -67,9 +67,12 @@ def read_csv_rows(path: str, what: str = "data") -> tuple[list[str] | None, list
     return header, rows
 
 
-def _read_csv(path: str, text_column: str, label_column: str, what: str = "data") -> tuple[list[str], list[str]]:
+def _read_csv(
+    path: str, text_column: str, label_column: str, what: str = "data", separator: str | None = None
+) -> tuple[list[str], list[str]]:
     """(texts, labels) of a labelled CSV (see :func:`read_csv_rows`); ``what`` ("data" or "test") names the file in
-    errors."""
+    errors. A row without a label is refused: an empty cell, or (multi-label, ``separator`` given) one of
+    separators and spaces only."""
     header, cells = read_csv_rows(path, what)
     missing = {text_column, label_column} - set(header or [])
     if missing:
@@ -77,7 +80,11 @@ def _read_csv(path: str, text_column: str, label_column: str, what: str = "data"
             f"{path}: no column(s) {sorted(missing)}; columns are {header} (set --text-column / --label-column)"
         )
     rows = [(r[text_column] or "", (r[label_column] or "").strip()) for _, r in cells]
-    unlabelled = [line for (line, _), (_, label) in zip(cells, rows) if not label]
+    unlabelled = [
+        line
+        for (line, _), (_, label) in zip(cells, rows)
+        if not (label and (separator is None or label.replace(separator, "").strip()))
+    ]
     if not rows:
         raise InputError(f"{path} has no rows")
     if unlabelled:
@@ -145,9 +152,10 @@ def load_task(
             raise InputError("the bundled ag_news has its own fixed test split and one label per text")
         d = datasets.load_ag_news()
         return Task(d.train_texts, d.train_labels, d.test_texts, d.test_labels, d.class_names)
-    texts, labels = _read_csv(data, text_column, label_column)
+    joined_by = separator if multi_label else None
+    texts, labels = _read_csv(data, text_column, label_column, separator=joined_by)
     if test:
-        test_texts, test_labels = _read_csv(test, text_column, label_column, "test")
+        test_texts, test_labels = _read_csv(test, text_column, label_column, "test", joined_by)
     else:
         is_test = _split_test(data, labels, seed, multi_label)
         test_texts = [t for t, m in zip(texts, is_test) if m]
@@ -223,6 +231,7 @@ def train_model(
     features_dir: str | None = None,
     features_memory: float = MEMORY_FRACTION,
     features_runner=None,
+    label_sampling: int | None = None,
 ):
     """``text_classifier`` over ``Elmo.from_pretrained`` (+ a ``words``-dimensional task word embedding, 0 for
     none), fitted on the training split with early stopping on a held-out ``validation_split`` of it (at most
@@ -231,7 +240,6 @@ def train_model(
     label counts, saved with the model, where ``elmo-keras evaluate`` finds its propensities).
     Over the frozen biLM each text is embedded once (``TextModel.fit``).
 
-    label_sampling: int | None = None,
     Args:
         task: from :func:`load_task`.
         options_file: the biLM's options file.
@@ -251,6 +259,8 @@ def train_model(
         features_dir: the folder of feature stores (see ``TextModel.fit``), or `None`.
         features_memory: the in-memory budget of the features, a share of the available memory.
         features_runner: how a feature store is embedded (`None`: this process).
+        label_sampling: the sampled multi-label head's negatives per batch, or `None` for the dense head (see
+            :func:`elmo_keras.tasks.models.text_classifier`).
 
     Returns:
         The trained model.
@@ -259,8 +269,6 @@ def train_model(
     layers = elmo.bilm.num_layers + 1
     if mix_weights is not None and len(mix_weights) != layers:
         raise InputError(
-        label_sampling: the sampled multi-label head's negatives per batch, or `None` for the dense head (see
-            :func:`elmo_keras.tasks.models.text_classifier`).
             f"{len(mix_weights)} mix weights for a biLM with {layers} layers (the token layer and "
             f"{layers - 1} contextual ones): give one weight per layer"
         )
@@ -278,6 +286,7 @@ def train_model(
         max_tokens=max_tokens,
         learning_rate=learning_rate,
         word_embedding=word_embedding,
+        label_sampling=label_sampling,
     )
     texts, labels = task.train_texts, task.train_labels
     if task.multi_label:  # PSP@k needs the training labels' propensities: added to what text_classifier compiled
@@ -286,7 +295,6 @@ def train_model(
         psp = PSPAtK(len(task.class_names), counts, len(labels), k=5)
         model.compile(**{**compiled, "metrics": [*compiled["metrics"], psp]})
     callbacks = []
-        label_sampling=label_sampling,
     if validation_split:  # a random held-out part (Keras would take the last rows, which may be one class)
         order = np.random.permutation(len(texts))
         texts, labels = texts[order], labels[order]
