@@ -8,7 +8,8 @@ Output folder (also a valid preset folder for ``from_preset``)::
     softmax.hdf5   softmax/W [V, P], softmax/b [V] (written atomically at the end)
     state.json     epochs completed, tokens/s per epoch, validation perplexity per direction
     manifest.json  what the run is made from: the training files (size, sha256), the options, the vocabulary
-    backup/        BackupAndRestore state while a run is unfinished (a re-run resumes from it); deleted only once
+    backup/        the state of an unfinished run (EpochEndBackup: weights, optimizer, dropout seeds, position in
+                   the data; the previous backup too); a re-run resumes from it exactly. Deleted only once
                    weights.hdf5 and state.json are written
     logs/          TensorBoard logs
     .lock          locked while a run writes the folder (a second run is refused)
@@ -32,12 +33,20 @@ from elmo_keras.errors import InputError
 from elmo_keras.io.load import resolve
 from elmo_keras.io.options import load_options, positive_int
 from elmo_keras.io.weights import save_weights_hdf5
-from elmo_keras.lm.data import DEFAULT_BUCKETS, lm_dataset
+from elmo_keras.lm.data import DEFAULT_BUCKETS, batches_per_pass, lm_dataset, lm_stream
 from elmo_keras.lm.model import BiLanguageModel
 from elmo_keras.lm.vocab import Vocabulary
 from elmo_keras.tasks.callbacks import Throughput
 from elmo_keras.utils.backend import require_tensorflow
-from elmo_keras.utils.files import LOCK, exclusive_lock, file_sha256, remove_stale_temporaries, write_json
+from elmo_keras.utils.files import (
+    LOCK,
+    exclusive_lock,
+    file_sha256,
+    fsync_path,
+    publish,
+    remove_stale_temporaries,
+    write_json,
+)
 
 #: Training settings read from options.json (bilm-tf names where bilm-tf has one), with their defaults.
 TRAIN_DEFAULTS = {
@@ -109,17 +118,14 @@ def make_optimizer(opts: dict) -> keras.optimizers.Optimizer:
     return keras.optimizers.Adam(opts["learning_rate"], global_clipnorm=clip)
 
 
-def _cluster(strategy: tf.distribute.Strategy) -> tuple[int, bool]:
-    """(number of workers, is this the chief)."""
+def _cluster(strategy: tf.distribute.Strategy) -> tuple[int, int]:
+    """(number of workers, this worker's index as tf.distribute numbers input pipelines: 0 is the chief)."""
     resolver = getattr(strategy, "cluster_resolver", None)
     spec = resolver.cluster_spec().as_dict() if resolver is not None else {}
     if not spec:
-        return 1, True
+        return 1, 0
     n = len(spec.get("worker", [])) + len(spec.get("chief", []))
-    chief = resolver.task_type == "chief" or (
-        resolver.task_type == "worker" and resolver.task_id == 0 and "chief" not in spec
-    )
-    return n, chief
+    return n, 0 if resolver.task_type == "chief" else resolver.task_id + ("chief" in spec)
 
 
 class EpochLogs(keras.callbacks.Callback):
@@ -167,13 +173,31 @@ class EpochLogs(keras.callbacks.Callback):
 
 
 class EpochEndBackup(keras.callbacks.BackupAndRestore):
-    """BackupAndRestore (every ``save_freq`` steps, double checkpoint) that also backs up at the end of every
-    epoch, so that a run killed between epochs or after its last one redoes no epoch, and keeps its backup when
-    training ends: :func:`pretrain` deletes it once weights.hdf5 and state.json are written.
+    """BackupAndRestore for an exact resume: every ``save_freq`` steps and at the end of every epoch it backs up
+    what the next step depends on, and :meth:`restore` puts it back, so that a run killed at any moment and resumed
+    trains the steps it had not trained, each once, as an uninterrupted run would.
+
+    A backup is Keras' weights file (the weights and the optimizer: Adam's moments, its step count) and the
+    metadata: ``epoch`` (epochs done), ``steps_done`` (steps of the next epoch done), ``position`` (batches of the
+    data stream trained), ``iterations`` (the optimizer's step count, which pairs the metadata with its weights
+    file) and ``seed_states`` (the dropout layers' seed generators, which Keras' weights file leaves out). Each file
+    is written under a temporary name, then renamed; the previous backup is kept (``previous.*``), so a kill while
+    one is written leaves the other. Keras' own callback does not skip the trained steps of a resumed epoch (it
+    replays the epoch from its start), records no seeds and no position, and writes in place.
+
+    Use: :meth:`restore` before ``fit``; feed ``fit`` the data from :attr:`position` on
+    (:func:`~elmo_keras.lm.data.lm_stream`), with ``initial_epoch=epoch``. The first :attr:`steps_done` steps of
+    that epoch are then counted but not run (they read no data: the stream starts after them). The backup is kept
+    when training ends: :func:`pretrain` deletes it once weights.hdf5 and state.json are written.
 
     Args:
         backup_dir: the folder of the backup.
         save_freq: int, steps between backups (besides the end of every epoch).
+
+    Attributes:
+        epoch: int, the epoch to train next (epochs done).
+        steps_done: int, steps of that epoch already trained.
+        position: int, batches of the data stream already trained.
 
     Example:
 
@@ -181,23 +205,145 @@ class EpochEndBackup(keras.callbacks.BackupAndRestore):
     import os, tempfile
     import keras
     import numpy as np
+    import tensorflow as tf
     from elmo_keras.lm.train import EpochEndBackup
 
     backup = os.path.join(tempfile.mkdtemp(), "backup")
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-    model.compile("sgd", "mse")
-    model.fit(np.zeros((4, 2)), np.zeros((4, 1)), epochs=2, verbose=0, callbacks=[EpochEndBackup(backup, 100)])
-    assert os.path.exists(os.path.join(backup, "training_metadata.json"))  # kept when training ends
+    model.compile("adam", "mse")
+    data = tf.data.Dataset.from_tensors((np.ones((4, 2)), np.ones((4, 1)))).repeat()
+    callback = EpochEndBackup(backup, save_freq=2)
+    callback.restore(model, epoch=0, position=0)  # nothing backed up yet: starts at epoch 0, batch 0
+    model.fit(data, epochs=2, steps_per_epoch=3, verbose=0, callbacks=[callback], shuffle=False)
+    assert callback.restore(model, epoch=0, position=0)  # kept when training ends
+    assert (callback.epoch, callback.steps_done, callback.position) == (2, 0, 6)
     ```
     """
 
     def __init__(self, backup_dir: str, save_freq: int):
         super().__init__(backup_dir, save_freq=save_freq, double_checkpoint=True, delete_checkpoint=False)
+        # names of our own: Keras' ".bkp" file cannot be loaded (load_weights wants ".weights.h5")
+        self._prev_weights_path = os.path.join(backup_dir, "previous.weights.h5")
+        self._prev_training_metadata_path = os.path.join(backup_dir, "previous_metadata.json")
+        self.epoch, self.steps_done, self.position = 0, 0, 0
+        self._ahead = 0  # steps of the resumed epoch to count without running them
+
+    def restore(self, model: keras.Model, epoch: int, position: int) -> bool:
+        """Load the newest complete backup into ``model`` (built and compiled) and take its place in training;
+        without one, start at ``epoch`` and stream ``position``.
+
+        Args:
+            model: the model, built, with its optimizer (built here if it is not).
+            epoch: int, the epoch to start at when there is no backup.
+            position: int, the data stream's position (batches) when there is no backup.
+
+        Returns:
+            Whether a backup was restored.
+
+        Raises:
+            InputError: the folder holds metadata but no weights file that goes with it (damaged, or written by an
+                older elmo-keras, which recorded no position).
+        """
+        self.set_model(model)
+        self.epoch, self.steps_done, self.position = epoch, 0, position
+        metadata = [m for m in map(_metadata, (self._training_metadata_path, self._prev_training_metadata_path)) if m]
+        if metadata:
+            if not model.optimizer.built:
+                with model.distribute_strategy.scope():
+                    model.optimizer.build(model.trainable_variables)
+            found = next(filter(None, map(self._load_weights_of, (self._weights_path, self._prev_weights_path))), None)
+            if found is None:
+                raise InputError(
+                    f"{self.backup_dir} holds no complete backup (damaged, or written by an older elmo-keras that "
+                    f"recorded no position in the data): delete that folder to train the interrupted run's epochs "
+                    f"again, or pass --restart to start over"
+                )
+            for variable, value in zip(_seed_states(model), found["seed_states"], strict=True):
+                variable.assign(value)
+            self.epoch, self.steps_done, self.position = found["epoch"], found["steps_done"], found["position"]
+        self._current_epoch = self.epoch  # Keras' epoch counter, which it writes into the metadata
+        return bool(metadata)
+
+    def _load_weights_of(self, path: str) -> dict | None:
+        """Load the weights file ``path``; return the metadata written with it (None: no such file or metadata)."""
+        if not os.path.exists(path):
+            return None
+        try:
+            self.model.load_weights(path)
+        except (OSError, ValueError):  # damaged by something else than a kill (the writes are atomic)
+            return None
+        iterations = int(self.model.optimizer.iterations.numpy())
+        candidates = map(_metadata, (self._training_metadata_path, self._prev_training_metadata_path))
+        return next((m for m in candidates if m and m.get("iterations") == iterations), None)
+
+    def on_train_begin(self, logs=None):
+        # not Keras' restore: restore() ran before fit, since the data must start at the restored position
+        self._ahead = self.steps_done
+        if self._ahead:
+            self._train_function = self.model.train_function
+            self.model.train_function = self._fast_forward
+
+    def _fast_forward(self, iterator):
+        """Keras' train function for a step the restored weights have trained: nothing runs, no data is read."""
+        return self.model.get_metrics_result()
+
+    def _end_fast_forward(self):
+        if self._ahead:
+            self.model.train_function, self._ahead = self._train_function, 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        if batch < self._ahead:  # fast-forwarded: no backup, no position; Keras' count of batches skips it
+            self._last_batch_seen = batch
+            if batch + 1 == self._ahead:
+                self._end_fast_forward()
+            return
+        self.steps_done, self.position = batch + 1, self.position + 1
+        super().on_train_batch_end(batch, logs)
 
     def on_epoch_end(self, epoch, logs=None):
+        self._end_fast_forward()  # an epoch shorter than the steps restored (a smaller --steps-per-epoch)
         super().on_epoch_end(epoch, logs)  # counts the epoch as done
+        self.epoch, self.steps_done = epoch + 1, 0
         if not self.model.stop_training:  # a NaN loss stops training: keep the last good backup
-            self._save_model()  # private, as the step-wise backup's own call; Keras has no public "save now"
+            self._save_model()
+
+    def _save_model(self):
+        """Back up (the previous backup becomes ``previous.*``): at every moment one weights file and the metadata
+        with its ``iterations`` are complete."""
+        os.makedirs(self.backup_dir, exist_ok=True)
+        for latest, previous in (
+            (self._weights_path, self._prev_weights_path),
+            (self._training_metadata_path, self._prev_training_metadata_path),
+        ):
+            if os.path.exists(latest):
+                os.replace(latest, previous)
+        staging = os.path.join(self.backup_dir, "staging.weights.h5")  # Keras wants the suffix; a kill's is rewritten
+        self.model.save_weights(staging, overwrite=True)
+        fsync_path(staging)
+        publish(staging, self._weights_path)
+        metadata = {
+            "epoch": self._current_epoch,
+            "batch": self._last_batch_seen,
+            "steps_done": self.steps_done,
+            "position": self.position,
+            "iterations": int(self.model.optimizer.iterations.numpy()),
+            "seed_states": [variable.numpy().tolist() for variable in _seed_states(self.model)],
+        }
+        write_json(self._training_metadata_path, metadata)
+
+
+def _seed_states(model: keras.Model) -> list:
+    """The model's random seed generators' state variables (its variables that are not weights), in build order."""
+    weights = {id(w) for w in model.weights}
+    return [v for v in model.variables if id(v) not in weights]
+
+
+def _metadata(path: str) -> dict | None:
+    """A backup's metadata, or None: no such file, or a damaged one."""
+    try:
+        return _read_json(path)
+    except ValueError:  # damaged by something else than a kill (write_json is atomic)
+        return None
 
 
 def _read_json(path: str) -> dict | None:
@@ -270,7 +416,7 @@ def _flat(options: dict, prefix: str = "") -> dict:
 def _has_progress(out_dir: str) -> bool:
     """Whether the folder holds trained epochs: finished ones (state.json) or a backup of an unfinished run."""
     return os.path.exists(os.path.join(out_dir, "state.json")) or bool(
-        glob.glob(os.path.join(glob.escape(out_dir), "backup*", "training_metadata.json"))
+        glob.glob(os.path.join(glob.escape(out_dir), "backup*", "*_metadata.json"))
     )
 
 
@@ -407,7 +553,8 @@ def pretrain(
     out_dir, train_files = os.fspath(out_dir), [os.fspath(f) for f in train_files]
     valid_file = os.fspath(valid_file) if valid_file else None
     strategy = strategy or tf.distribute.get_strategy()
-    n_workers, is_chief = _cluster(strategy)
+    n_workers, worker = _cluster(strategy)
+    is_chief = worker == 0
     opts = training_options(options)
     epochs = opts["n_epochs"] if epochs is None else positive_int(epochs, "epochs (--epochs)")
     if steps_per_epoch is not None:
@@ -436,26 +583,29 @@ def pretrain(
             if init_from is not None:
                 _load_initial_weights(model, init_from, vocab)
             model.compile(optimizer=make_optimizer(opts))
-        backed_up = (_read_json(os.path.join(backup_dir, "training_metadata.json")) or {}).get("epoch", 0)
-        epoch_logs = EpochLogs(os.path.join(backup_dir, "epoch_logs.json"), backed_up, log)
-        callbacks = [*callbacks, *_training_callbacks(opts, out_dir, backup_dir, epoch_logs, log)]
-        train_ds = _dataset(train_files, vocab, opts, n_workers, shuffle=True)
-        valid_ds = _dataset([valid_file], vocab, opts, n_workers, shuffle=False) if valid_file else None
+        shards = (n_workers, worker) if len(train_files) >= n_workers > 1 else (1, 0)  # by file, else by batch
+        pass_batches = batches_per_pass(train_files, opts["batch_size"], opts["buckets"], *shards)
+        steps = steps_per_epoch or pass_batches
+        backup = EpochEndBackup(backup_dir, opts["backup_every_steps"])
+        if backup.restore(model, state["epochs_completed"], state["epochs_completed"] * steps):
+            model.softmax_trained = True  # the backup holds trained steps
+        epoch_logs = EpochLogs(os.path.join(backup_dir, "epoch_logs.json"), backup.epoch, log)
+        callbacks = [*callbacks, *_training_callbacks(opts, out_dir, backup, epoch_logs, log)]
+        train_ds = _train_stream(train_files, vocab, opts, shards, backup.position, pass_batches)
+        valid_ds = _valid_dataset(valid_file, vocab, opts) if valid_file else None
         start = time.perf_counter()
-        if backed_up >= epochs:  # killed after its last epoch, or a longer run asked to stop now: finish from backup
-            with strategy.scope():
-                model.optimizer.build(model.trainable_variables)
-            model.load_weights(os.path.join(backup_dir, "latest.weights.h5"))
-            model.softmax_trained = True  # the backup holds trained epochs
-            log(f"restored epoch {backed_up} from {backup_dir} (>= --epochs {epochs}): writing those weights")
-            state["epochs_completed"] = backed_up
+        if backup.epoch >= epochs:  # killed after its last epoch, or a longer run asked to stop now: finish from backup
+            log(f"restored epoch {backup.epoch} from {backup_dir} (>= --epochs {epochs}): writing those weights")
+            state["epochs_completed"] = backup.epoch
         else:
+            if backup.steps_done:
+                log(f"resuming epoch {backup.epoch + 1} after its step {backup.steps_done} from {backup_dir}")
             fitted = model.fit(
-                train_ds.repeat() if steps_per_epoch else train_ds,
+                train_ds,
                 epochs=epochs,
-                initial_epoch=state["epochs_completed"],
+                initial_epoch=backup.epoch,
                 validation_data=valid_ds,
-                steps_per_epoch=steps_per_epoch,
+                steps_per_epoch=steps,
                 callbacks=callbacks,
                 verbose=verbose,
                 shuffle=False,  # the dataset shuffles (Keras warns that it ignores shuffle=True for datasets)
@@ -480,28 +630,51 @@ def pretrain(
         return model, state
 
 
-def _dataset(files: list[str], vocab: Vocabulary, opts: dict, n_workers: int, shuffle: bool) -> tf.data.Dataset:
-    """The LM batches of ``files``, sharded by file across workers when there are enough files, else by data."""
-    ds = lm_dataset(
+def _train_stream(
+    files: list[str], vocab: Vocabulary, opts: dict, shards: tuple[int, int], start: int, pass_batches: int
+) -> tf.data.Dataset:
+    """The training batches from stream position ``start`` on: this worker's files when ``shards`` splits them
+    (as tf.data's FILE auto-sharding would), else all of them, split by batch across workers."""
+    ds = lm_stream(
         files,
         vocab,
         opts["batch_size"],
-        shuffle_buffer=opts["shuffle_buffer"] if shuffle else 0,
+        start=start,
+        pass_batches=pass_batches,
+        shuffle_buffer=opts["shuffle_buffer"],
         seed=opts["seed"],
         buckets=opts["buckets"],
         max_characters_per_token=opts["char_cnn"]["max_characters_per_token"],
+        num_shards=shards[0],
+        shard_index=shards[1],
     )
+    return _auto_shard(ds, by_file=shards[0] > 1)
+
+
+def _valid_dataset(file: str, vocab: Vocabulary, opts: dict) -> tf.data.Dataset:
+    """The validation batches, in file order, split by batch across workers."""
+    ds = lm_dataset(
+        [file],
+        vocab,
+        opts["batch_size"],
+        shuffle_buffer=0,
+        buckets=opts["buckets"],
+        max_characters_per_token=opts["char_cnn"]["max_characters_per_token"],
+    )
+    return _auto_shard(ds, by_file=False)
+
+
+def _auto_shard(ds: tf.data.Dataset, by_file: bool) -> tf.data.Dataset:
+    """tf.distribute's auto-sharding off when the files are already split per worker, else by batch (DATA)."""
     ds_options = tf.data.Options()
     ds_options.experimental_distribute.auto_shard_policy = (
-        tf.data.experimental.AutoShardPolicy.FILE
-        if len(files) >= n_workers > 1
-        else tf.data.experimental.AutoShardPolicy.DATA
+        tf.data.experimental.AutoShardPolicy.OFF if by_file else tf.data.experimental.AutoShardPolicy.DATA
     )
     return ds.with_options(ds_options)
 
 
 def _training_callbacks(
-    opts: dict, out_dir: str, backup_dir: str, epoch_logs: EpochLogs, log: Callable[[str], None]
+    opts: dict, out_dir: str, backup: EpochEndBackup, epoch_logs: EpochLogs, log: Callable[[str], None]
 ) -> list[keras.callbacks.Callback]:
     """Throughput, per-epoch logs, NaN stop, resume (after the epoch's logs: a backed-up epoch has its logs), and
     TensorBoard when installed."""
@@ -509,7 +682,7 @@ def _training_callbacks(
         Throughput(),
         epoch_logs,
         keras.callbacks.TerminateOnNaN(),
-        EpochEndBackup(backup_dir, opts["backup_every_steps"]),
+        backup,
     ]
     if importlib.util.find_spec("tensorboard") is not None:
         callbacks.append(keras.callbacks.TensorBoard(os.path.join(out_dir, "logs"), update_freq=50))
