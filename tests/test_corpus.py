@@ -156,6 +156,21 @@ def test_interrupted_run_resumes_and_equals_an_uninterrupted_one(embedder, awkwa
             assert a.sentence_to_index == b.sentence_to_index and set(a.file) == set(b.file)
 
 
+def test_a_run_killed_before_its_manifest_does_not_block_the_next(embedder, awkward_file, tmp_path):
+    """Killed between creating OUTPUT.partial and renaming its manifest into place: the folder holds the lock file
+    and the manifest's temporary; the next run starts anew (a folder with anything else is still refused)."""
+    out = tmp_path / "out"
+    folder = tmp_path / "out.partial"
+    folder.mkdir()
+    (folder / ".lock").write_text("")
+    (folder / ".manifest.json.k3j_x9a2.tmp").write_text('{"format": ')
+    assert "0 reused" in ek.embed_file(embedder, awkward_file, out, fmt="shards", shard_lines=3, progress=False)
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    with pytest.raises(InputError, match="not a resumable run"):
+        ek.embed_file(embedder, awkward_file, out, fmt="shards", shard_lines=3, overwrite=True, progress=False)
+
+
 def test_a_different_run_does_not_reuse_the_partial(embedder, awkward_file, tmp_path, fixture_files):
     out = tmp_path / "out.h5"
     with pytest.raises(KeyboardInterrupt):

@@ -106,7 +106,9 @@ def test_gradients_flow_through_the_eager_graph(graph_elmo):
     assert len(graph) == len(elmo.trainable_variables) > 2  # the mix and the biLM
     for g, e in zip(graph, step_by_step):
         assert np.abs(np.asarray(g)).max() > 0
-        np.testing.assert_allclose(np.asarray(g), np.asarray(e), atol=1e-6)
+        # float32 sums in another order: on AVX-512 CPUs (Zen 4) the graph and the eager ops take other oneDNN
+        # kernels, 1.2e-6 apart (2e-6 relative) on gradients near 0.6; the tolerance is that of float32 sums
+        np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-5, atol=1e-6)
 
 
 def test_a_model_on_elmo_fits_eagerly_and_its_eager_calls_are_unchanged(graph_elmo, monkeypatch):

@@ -41,7 +41,9 @@ def fit_losses(model, x, y, epochs=12):
 def test_each_head_learns(elmo, head, mix):
     weights = [0.45, 0.15, 0.40] if mix == "fixed" else None
     model = models.text_classifier(elmo, 2, head=head, mix=mix, mix_weights=weights, **SMALL)
-    losses = fit_losses(model, TEXTS, LABELS, epochs=8)
+    # batches in a fixed order: with 8 texts, some shuffled orders leave the bilstm_bigru + mlp head near ln 2
+    # for 8 epochs (seed luck, the same on the plain and the embed-once path), which says nothing about the head
+    losses = model.fit(TEXTS, LABELS, epochs=8, batch_size=2, shuffle=False, verbose=0).history["loss"]
     assert losses[-1] < 0.7 * losses[0], losses
 
 

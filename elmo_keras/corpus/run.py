@@ -237,6 +237,14 @@ def new_manifest(scan: InputScan, model: dict, settings: EmbedSettings) -> dict:
     }
 
 
+def _never_started(folder: str) -> bool:
+    """Whether ``folder`` is a run folder killed before its manifest was in place: it holds at most its lock file
+    and the manifest's temporary file."""
+    if not os.path.isdir(folder) or os.path.islink(folder):
+        return False
+    return all(name == LOCK or name.startswith(f".{layout.MANIFEST}.") for name in os.listdir(folder))
+
+
 @contextlib.contextmanager
 def open_run(folder: str, manifest: dict, restart: bool) -> Iterator[dict]:
     """Create or reopen the run folder ``folder`` (locked against a second run) and yield its manifest.
@@ -252,7 +260,12 @@ def open_run(folder: str, manifest: dict, restart: bool) -> Iterator[dict]:
     """
     if restart and os.path.lexists(folder) and (os.path.islink(folder) or not os.path.isdir(folder)):
         os.remove(folder)
-    if not restart and os.path.lexists(folder) and not os.path.exists(os.path.join(folder, layout.MANIFEST)):
+    if (
+        not restart
+        and os.path.lexists(folder)
+        and not os.path.exists(os.path.join(folder, layout.MANIFEST))
+        and not _never_started(folder)  # killed before its manifest was written: nothing to resume, start anew
+    ):
         raise InputError(
             f"{folder} is not a resumable run (left by an older elmo-keras, or not ours): remove "
             f"it, or pass --restart to discard it"
