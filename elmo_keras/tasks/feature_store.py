@@ -19,8 +19,8 @@ nearby lines (see :func:`~elmo_keras.tasks.features.epoch_batches`) mixes classe
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import fcntl
 import hashlib
 import json
 import os
@@ -38,7 +38,7 @@ from elmo_keras.embed import ElmoEmbedder
 from elmo_keras.errors import InputError
 from elmo_keras.io.download import cache_dir
 from elmo_keras.text import tokenize
-from elmo_keras.utils.files import atomic_file, file_sha256, write_json
+from elmo_keras.utils.files import atomic_file, exclusive_lock, file_sha256, write_json
 
 STORE_FORMAT = 1  #: the version of the layout above
 STORAGE_DTYPE = "float16"  #: how the layers are stored (half the bytes of float32)
@@ -152,16 +152,16 @@ class StoredFeatures:
     Args:
         path: the store folder.
         lengths: int `[lines]`, each line's number of tokens (checked against the shards).
+        manifest: the manifest of its layers' run (checked).
     """
 
-    def __init__(self, path: str, lengths: np.ndarray):
+    def __init__(self, path: str, lengths: np.ndarray, manifest: dict):
         self.path = path
-        folder = os.path.join(path, LAYERS)
-        self._embeddings = ShardedEmbeddings(folder, layout.read_manifest(folder))
+        self._embeddings = ShardedEmbeddings(os.path.join(path, LAYERS), manifest)
         self._embeddings.max_open = 16  # READ_WINDOW's examples span at most about 3 windows of 4 shards
         self.lengths = lengths
-        first = np.transpose(self._embeddings[0], (1, 0, 2)) if len(lengths) else np.zeros((0, 0, 0))
-        self.feature_shape = tuple(first.shape[1:])
+        layers, _, dim = self._embeddings[0].shape  # [L, T, D]
+        self.feature_shape = (layers, dim)
 
     def __len__(self) -> int:
         return len(self.lengths)
@@ -181,8 +181,9 @@ def _damaged(path: str, what: str) -> InputError:
     )
 
 
-def _check_finished(path: str, expected: dict, lengths: np.ndarray) -> None:
-    """Refuse a store whose identity, run manifest or shards do not match what it should hold."""
+def _check_finished(path: str, expected: dict, lengths: np.ndarray) -> dict:
+    """Refuse a store whose identity, run manifest or shards do not match what it should hold; return the run
+    manifest."""
     try:
         with open(os.path.join(path, IDENTITY), encoding="utf-8") as f:
             found = json.load(f)
@@ -192,15 +193,7 @@ def _check_finished(path: str, expected: dict, lengths: np.ndarray) -> None:
         differs = sorted(k for k in expected if found.get(k) != expected.get(k))
         raise _damaged(path, f"{IDENTITY} differs in {', '.join(differs) or 'extra fields'}")
     folder = os.path.join(path, LAYERS)
-    try:
-        manifest = layout.read_manifest(folder)
-    except (OSError, ValueError) as err:
-        raise _damaged(path, f"its layers' manifest cannot be read: {err}") from None
-    if (
-        manifest.get("input", {}).get("sha256") != expected["texts_sha256"]
-        or manifest.get("model") != expected["model"]
-    ):
-        raise _damaged(path, "its layers were embedded from other texts or another model")
+    manifest = _run_manifest(path, folder, "its finished embedding", expected)
     if (
         manifest.get("storage_dtype") != STORAGE_DTYPE
         or manifest.get("layers") != "all"
@@ -219,6 +212,7 @@ def _check_finished(path: str, expected: dict, lengths: np.ndarray) -> None:
             raise _damaged(path, f"shard {os.path.basename(name)} cannot be read: {err}") from None
         if len(offsets) != len(want) + 1 or not np.array_equal(np.diff(offsets), want) or stored != offsets[-1]:
             raise _damaged(path, f"shard {os.path.basename(name)} does not hold the texts' tokens")
+    return manifest
 
 
 def open_store(
@@ -279,24 +273,30 @@ def open_store(
     else:
         embedded = 0
         os.utime(os.path.join(path, IDENTITY))  # "last used", for `elmo-keras features`
-    _check_finished(path, expected, texts.lengths)
-    return StoredFeatures(path, texts.lengths), embedded
+    manifest = _check_finished(path, expected, texts.lengths)
+    return StoredFeatures(path, texts.lengths, manifest), embedded
 
 
 def _check_partial(path: str, expected: dict) -> None:
     """Refuse an interrupted embedding in ``path`` that was not embedding these texts with this model."""
     folder = partial_path(os.path.join(path, LAYERS))
-    if not os.path.isfile(os.path.join(folder, layout.MANIFEST)):
-        return
+    if os.path.isfile(os.path.join(folder, layout.MANIFEST)):
+        _run_manifest(path, folder, "its interrupted embedding", expected)
+
+
+def _run_manifest(path: str, folder: str, what: str, expected: dict) -> dict:
+    """The manifest of the store ``path``'s embed run in ``folder`` (``what`` names it in errors), refused
+    unless that run embeds the store's texts with the store's model."""
     try:
         manifest = layout.read_manifest(folder)
     except (OSError, ValueError) as err:
-        raise _damaged(path, f"the interrupted embedding's manifest cannot be read: {err}") from None
+        raise _damaged(path, f"{what}'s manifest cannot be read: {err}") from None
     if (
         manifest.get("input", {}).get("sha256") != expected["texts_sha256"]
         or manifest.get("model") != expected["model"]
     ):
-        raise _damaged(path, "its interrupted embedding was of other texts or another model")
+        raise _damaged(path, f"{what} was of other texts or another model")
+    return manifest
 
 
 def _committed_lines(layers: str, lines: int) -> int:
@@ -370,17 +370,13 @@ def remove_store(path: str | os.PathLike) -> int:
     path = os.fspath(path)
     if not os.path.isfile(os.path.join(path, IDENTITY)):
         raise InputError(f"{path} is not a feature store (no {IDENTITY}); nothing removed")
-    lock = os.path.join(partial_path(os.path.join(path, LAYERS)), LOCK)
-    if os.path.exists(lock):
-        with open(lock) as f:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise InputError(f"a fit is embedding into {path}; wait for it to finish or stop it first") from None
+    partial = partial_path(os.path.join(path, LAYERS))
     size = _size(path)
     parent, name = os.path.split(os.path.abspath(path))
     aside = os.path.join(parent, f".{name}.removing-{os.getpid()}-{time.time_ns()}")
-    os.rename(path, aside)  # one rename: a kill never leaves a half-deleted store that looks whole
+    # held through the rename: no fit starts embedding into the store between the check and the removal
+    with exclusive_lock(partial, "fit embedding", LOCK) if os.path.isdir(partial) else contextlib.nullcontext():
+        os.rename(path, aside)  # one rename: a kill never leaves a half-deleted store that looks whole
     for left in [n for n in os.listdir(parent) if n.startswith(".") and ".removing-" in n]:
         shutil.rmtree(os.path.join(parent, left), ignore_errors=True)  # this one, and any a killed removal left
     return size

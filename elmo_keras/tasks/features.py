@@ -257,10 +257,9 @@ def features_dataset(
         ds = ds.bucket_by_sequence_length(
             lambda x, *_: tf.shape(x["mask"])[0], list(bucket_boundaries), [batch_size] * (len(bucket_boundaries) + 1)
         )
-    else:  # so Keras knows the epoch length (the same every epoch)
-        ds = ds.apply(
-            tf.data.experimental.assert_cardinality(len(epoch_batches(*plan[:3], np.random.default_rng(0), *plan[4:])))
-        )
+    else:  # so Keras knows the epoch length: the same every epoch, so any draw of the order counts it
+        count = len(epoch_batches(example_lengths, batch_size, shuffle, np.random.default_rng(0), *plan[4:]))
+        ds = ds.apply(tf.data.experimental.assert_cardinality(count))
     return ds.prefetch(2)
 
 
